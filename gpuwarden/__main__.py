@@ -1,0 +1,5 @@
+import sys
+
+from gpuwarden.cli import main
+
+sys.exit(main())
