@@ -111,7 +111,9 @@ stamp=.venv/.gpuwarden-installed
 want=$(cat pyproject.toml | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "installing gpuwarden and its dependencies into .venv"
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]" \
+  # (pip's notes about absent local find-links folders are noise on some machines)
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 \
+    | { grep -v "is ignored: it is neither a file nor a directory" || true; } >&2 \
     || die "pip install into .venv failed (is PyPI reachable?)"
   echo "$want" > "$stamp"
 fi
