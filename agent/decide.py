@@ -1,0 +1,288 @@
+"""Pure decisions: from one Snapshot to verdicts, actions and the remembered history.
+
+    judge(snapshot, policy) -> list[Verdict]        what is wrong right now
+    decide(snapshot, policy, now) -> list[Action]    what to do about it, given the history
+    remember(snapshot, policy, actions, now) -> History
+    core_plan(workloads, occupancy) -> {(wid, gpu): CorePlan}   priority coordination
+
+No I/O, no clock, no signals: the caller passes `now` and applies the actions (agent.enforce).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from agent.model import (
+    Action,
+    ActionKind,
+    GpuUuid,
+    Mode,
+    Ongoing,
+    Pid,
+    Response,
+    Rule,
+    Snapshot,
+    Verdict,
+    VerdictKind,
+    Workload,
+    WorkloadKey,
+)
+
+__all__ = [
+    "AgentPolicy",
+    "CorePlan",
+    "core_plan",
+    "decide",
+    "judge",
+    "remember",
+    "unmanaged_workloads",
+]
+
+UNMANAGED_KEY = WorkloadKey(namespace="", pod="unmanaged", container="unmanaged")
+
+
+@dataclass(frozen=True)
+class AgentPolicy:
+    """The node-wide part of the policy that decide() needs beyond each workload's own rule."""
+
+    unmanaged: Rule
+    dry_run: bool = False
+    protected: frozenset[Pid] = frozenset()
+    compute_margin: float = 0.05  # share of one GPU tolerated above the cores limit
+
+
+def _sum(view: Mapping[Pid, Mapping[GpuUuid, int]] | None, pids: Iterable[Pid],
+         gpu: GpuUuid) -> int | None:
+    if view is None:
+        return None
+    return sum(view.get(p, {}).get(gpu, 0) for p in pids)
+
+
+def _sum_f(view: Mapping[Pid, Mapping[GpuUuid, float]] | None, pids: Iterable[Pid],
+           gpu: GpuUuid) -> float | None:
+    if view is None:
+        return None
+    return sum(view.get(p, {}).get(gpu, 0.0) for p in pids)
+
+
+def _gpus_of(w: Workload, s: Snapshot) -> set[GpuUuid]:
+    gpus: set[GpuUuid] = set()
+    for view in (s.ebpf, s.nvml_memory, s.nvml_sm):
+        if view is not None:
+            for p in w.pids:
+                gpus.update(view.get(p, {}))
+    for per_gpu in (w.shim or {}).values():
+        gpus.update(per_gpu)
+    return gpus
+
+
+def unmanaged_workloads(s: Snapshot, policy: AgentPolicy) -> list[Workload]:
+    """One pseudo-workload per GPU process that no workload owns (protected ones excepted)."""
+    owned = {p for w in s.workloads for p in w.pids}
+    on_gpu: set[Pid] = set()
+    for view in (s.ebpf, s.nvml_memory):
+        if view is not None:
+            on_gpu.update(p for p, per_gpu in view.items() if any(per_gpu.values()))
+    return [
+        Workload(wid=f"unmanaged:{p}", key=UNMANAGED_KEY, rule=policy.unmanaged,
+                 pids=frozenset({p}), shim=None, managed=False)
+        for p in sorted(on_gpu - owned - policy.protected)
+    ]
+
+
+def _judge_one(w: Workload, s: Snapshot, policy: AgentPolicy,
+               limited: Mapping[tuple[str, GpuUuid], bool]) -> list[Verdict]:
+    out: list[Verdict] = []
+    rule = w.rule
+    tol = rule.bypass_tolerance_bytes
+    shim_pids = set(w.shim or {})
+    for gpu in sorted(_gpus_of(w, s)):
+        shim = _sum(w.shim, shim_pids, gpu)
+        ebpf = _sum(s.ebpf, w.pids, gpu)
+        nvml = _sum(s.nvml_memory, w.pids, gpu)
+        sm = _sum_f(s.nvml_sm, w.pids, gpu)
+        measured: dict[str, int | float | None] = {"shim": shim, "ebpf": ebpf, "nvml": nvml}
+
+        def verdict(kind: VerdictKind, limit: int | float | None, detail: str,
+                    _gpu: GpuUuid = gpu, _m: dict[str, int | float | None] = measured
+                    ) -> Verdict:
+            return Verdict(kind=kind, wid=w.wid, key=w.key, gpu=_gpu, rule=rule.name,
+                           measured=dict(_m), limit=limit, detail=detail)
+
+        used = max(v or 0 for v in (shim, ebpf, nvml))
+        if rule.denied:
+            if used > 0:
+                out.append(verdict(VerdictKind.DENIED, 0,
+                                   f"uses GPU memory although denied: {rule.denied_reason}"))
+            continue
+        limit = rule.memory_limit_bytes
+        if limit is not None:
+            over = [name for name, v, slack in (("shim", shim, 0), ("ebpf", ebpf, tol),
+                                                 ("nvml", nvml, tol))
+                    if v is not None and v > limit + slack]
+            if over:
+                out.append(verdict(VerdictKind.MEMORY, limit,
+                                   f"memory above the limit by {', '.join(over)}"))
+        if w.managed and w.shim is not None:
+            bypass = _bypass(w, s, gpu, shim_pids, shim or 0, ebpf, nvml, tol)
+            if bypass:
+                out.append(verdict(VerdictKind.BYPASS, tol, bypass))
+        if rule.cores_percent > 0 and sm is not None and limited.get((w.wid, gpu), True):
+            measured["sm_ratio"] = sm
+            cap = rule.cores_percent / 100.0
+            if sm > cap + policy.compute_margin:
+                out.append(verdict(VerdictKind.COMPUTE, cap,
+                                   f"compute share {sm:.2f} above {cap:.2f}"))
+    return out
+
+
+def _bypass(w: Workload, s: Snapshot, gpu: GpuUuid, shim_pids: set[Pid], shim: int,
+            ebpf: int | None, nvml: int | None, tol: int) -> str:
+    without = sorted(
+        p for p in w.pids - shim_pids
+        if any(view is not None and view.get(p, {}).get(gpu, 0) > 0
+               for view in (s.ebpf, s.nvml_memory))
+    )
+    if without:
+        return f"{len(without)} process(es) on the GPU without the shim"
+    for name, v in (("ebpf", ebpf), ("nvml", nvml)):
+        if v is not None and v - shim > tol:
+            return f"{name} sees {v - shim} bytes more than the shim (tolerance {tol})"
+    return ""
+
+
+def _occupancy(workloads: Iterable[Workload], s: Snapshot) -> dict[GpuUuid, list[Workload]]:
+    occ: dict[GpuUuid, list[Workload]] = {}
+    for w in workloads:
+        for gpu in _gpus_of(w, s):
+            occ.setdefault(gpu, []).append(w)
+    return occ
+
+
+@dataclass(frozen=True)
+class CorePlan:
+    """What the agent writes into a workload's region for one GPU (libvgpu's compute limiter
+    reads it): the effective cores limit (0 = not limited) and whether to yield to others."""
+
+    effective_cores_percent: int
+    yield_to_high: bool
+
+
+def core_plan(occupancy: Mapping[GpuUuid, Iterable[Workload]]) -> dict[tuple[str, GpuUuid],
+                                                                        CorePlan]:
+    """Priority coordination. A workload alone on a GPU, or a high-priority one sharing only with
+    high-priority ones, is not core-limited; otherwise its gpucores apply, and a low-priority
+    workload yields while a high-priority one shares its GPU."""
+    plan: dict[tuple[str, GpuUuid], CorePlan] = {}
+    for gpu, ws in occupancy.items():
+        tenants = [w for w in ws if w.managed]
+        any_high = any(w.rule.priority == "high" for w in tenants)
+        all_high = all(w.rule.priority == "high" for w in tenants)
+        for w in tenants:
+            alone = len(tenants) == 1
+            free = alone or all_high
+            plan[(w.wid, gpu)] = CorePlan(
+                effective_cores_percent=0 if free else w.rule.cores_percent,
+                yield_to_high=not alone and w.rule.priority != "high" and any_high,
+            )
+    return plan
+
+
+def judge(s: Snapshot, policy: AgentPolicy) -> list[Verdict]:
+    everyone = [*s.workloads, *unmanaged_workloads(s, policy)]
+    plan = core_plan(_occupancy(s.workloads, s))
+    limited = {k: v.effective_cores_percent > 0 for k, v in plan.items()}
+    return [v for w in everyone for v in _judge_one(w, s, policy, limited)]
+
+
+def _dry(rule: Rule, policy: AgentPolicy) -> bool:
+    return policy.dry_run or rule.mode == Mode.AUDIT
+
+
+def decide(s: Snapshot, policy: AgentPolicy, now: float) -> list[Action]:
+    """The actions for this instant. Alerts once per violation; terminate then kill after the
+    rule's grace; kill at once when the grace is 0; compute verdicts only count after the
+    rule's compute grace. Protected processes are never signalled."""
+    everyone = {w.wid: w for w in (*s.workloads, *unmanaged_workloads(s, policy))}
+    actions: list[Action] = []
+    acted: set[str] = set()
+    for v in judge(s, policy):
+        w = everyone[v.wid]
+        rule = w.rule
+        seen = s.history.get(v.vkey)
+        since = seen.since if seen else now
+        if v.kind == VerdictKind.COMPUTE and now - since < rule.compute_grace_seconds:
+            continue
+        dry = _dry(rule, policy)
+        targets = tuple(sorted(w.pids - policy.protected))
+        spared = tuple(sorted(w.pids & policy.protected))
+        if seen is None or not seen.alerted:
+            actions.append(Action(ActionKind.ALERT, w.wid, w.key, targets, v, dry, spared,
+                                  reason=rule.alert_name))
+        if rule.response == Response.ALERT or w.wid in acted or not targets:
+            continue
+        step = _next_step(rule, seen, now)
+        if step is not None:
+            acted.add(w.wid)
+            actions.append(Action(step, w.wid, w.key, targets, v, dry, spared,
+                                  reason=f"{v.kind} violation"))
+    actions.extend(_arming(s, policy))
+    return actions
+
+
+def _next_step(rule: Rule, seen: Ongoing | None, now: float) -> ActionKind | None:
+    if seen is not None and seen.killed:
+        return None
+    if rule.response == Response.KILL and rule.grace_seconds <= 0:
+        return ActionKind.KILL
+    if seen is None or seen.terminated_at is None:
+        return ActionKind.TERMINATE
+    if now - seen.terminated_at >= rule.grace_seconds:
+        return ActionKind.KILL
+    return None
+
+
+def _arming(s: Snapshot, policy: AgentPolicy) -> list[Action]:
+    """In-kernel kill limits: every process of a workload whose rule says kill with no grace
+    gets its memory limit (plus tolerance) as an eBPF kill limit, so the crossing allocation
+    itself is killed; limits of processes that no longer need one are cleared."""
+    want: dict[Pid, tuple[int, Workload]] = {}
+    if s.ebpf_can_kill:
+        for w in s.workloads:
+            r = w.rule
+            if (r.response == Response.KILL and r.grace_seconds <= 0 and not _dry(r, policy)
+                    and r.memory_limit_bytes is not None and not r.denied):
+                for p in w.pids - policy.protected:
+                    want[p] = (r.memory_limit_bytes + r.bypass_tolerance_bytes, w)
+    out: list[Action] = []
+    for p, (limit, w) in sorted(want.items()):
+        if s.armed.get(p) != limit:
+            out.append(Action(ActionKind.ARM, wid=w.wid, key=w.key, pids=(p,),
+                              limit_bytes=limit, reason="kill with no grace"))
+    owner = {p: w for w in s.workloads for p in w.pids}
+    for p in sorted(set(s.armed) - set(want)):
+        w = owner.get(p)
+        out.append(Action(ActionKind.DISARM, wid=w.wid if w else "", key=w.key if w else
+                          UNMANAGED_KEY, pids=(p,), reason="no longer needed"))
+    return out
+
+
+def remember(s: Snapshot, policy: AgentPolicy, actions: Iterable[Action],
+             now: float) -> dict[tuple[str, VerdictKind, GpuUuid], Ongoing]:
+    """The history after this instant: ongoing violations keep their start; resolved ones are
+    forgotten; alerts, terminations and kills are marked (for the whole workload)."""
+    alerted = {a.verdict.vkey for a in actions if a.kind == ActionKind.ALERT and a.verdict}
+    terminated = {a.wid for a in actions if a.kind == ActionKind.TERMINATE}
+    killed = {a.wid for a in actions if a.kind == ActionKind.KILL}
+    new: dict[tuple[str, VerdictKind, GpuUuid], Ongoing] = {}
+    for v in judge(s, policy):
+        o = s.history.get(v.vkey) or Ongoing(since=now)
+        if v.vkey in alerted:
+            o = replace(o, alerted=True)
+        if v.wid in terminated and o.terminated_at is None:
+            o = replace(o, terminated_at=now)
+        if v.wid in killed:
+            o = replace(o, killed=True)
+        new[v.vkey] = o
+    return new

@@ -1,0 +1,45 @@
+"""Builders for decide() tests: literal workloads, rules and snapshots, nothing measured."""
+
+from __future__ import annotations
+
+from agent.decide import AgentPolicy
+from agent.model import GpuUuid, Mode, Pid, Response, Rule, Snapshot, Workload, WorkloadKey
+
+GPU = GpuUuid("GPU-0000")
+GPU2 = GpuUuid("GPU-0001")
+MiB = 1 << 20
+
+
+def rule(**kw: object) -> Rule:
+    base: dict[str, object] = {"name": "r", "memory_limit_bytes": 1000 * MiB,
+                               "response": Response.KILL, "grace_seconds": 10.0,
+                               "bypass_tolerance_bytes": 64 * MiB, "mode": Mode.ENFORCE}
+    base.update(kw)
+    return Rule(**base)  # type: ignore[arg-type]
+
+
+def workload(wid: str = "w1", pids: tuple[int, ...] = (100,), r: Rule | None = None,
+             shim: dict[int, dict[GpuUuid, int]] | None = None) -> Workload:
+    return Workload(
+        wid=wid, key=WorkloadKey("default", wid), rule=r or rule(),
+        pids=frozenset(Pid(p) for p in pids),
+        shim={Pid(p): per for p, per in (shim if shim is not None else {}).items()},
+    )
+
+
+def policy(**kw: object) -> AgentPolicy:
+    base: dict[str, object] = {"unmanaged": rule(name="unmanaged", response=Response.ALERT,
+                                                 memory_limit_bytes=None)}
+    base.update(kw)
+    return AgentPolicy(**base)  # type: ignore[arg-type]
+
+
+def snap(*ws: Workload, ebpf: dict[int, dict[GpuUuid, int]] | None = None,
+         nvml: dict[int, dict[GpuUuid, int]] | None = None,
+         sm: dict[int, dict[GpuUuid, float]] | None = None, **kw: object) -> Snapshot:
+    def pids(d: dict[int, dict[GpuUuid, int]] | None) -> dict[Pid, dict[GpuUuid, int]] | None:
+        return None if d is None else {Pid(p): v for p, v in d.items()}
+
+    sm_view = None if sm is None else {Pid(p): v for p, v in sm.items()}
+    return Snapshot(workloads=ws, ebpf=pids(ebpf), nvml_memory=pids(nvml), nvml_sm=sm_view,
+                    **kw)  # type: ignore[arg-type]

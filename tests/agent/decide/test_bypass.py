@@ -1,0 +1,40 @@
+"""Bypass: a workload process on the GPU that the shim does not know, or eBPF/NVML usage above
+the shim's count beyond the tolerance. A corrupt region never makes a bypass by itself."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from decide_factories import GPU, MiB, policy, rule, snap, workload
+
+from agent.decide import decide, judge
+from agent.model import VerdictKind
+
+
+def test_process_on_gpu_without_shim_is_bypass_and_killed_at_once() -> None:
+    w = workload(pids=(100, 200), shim={100: {GPU: 10 * MiB}}, r=rule(grace_seconds=0))
+    acts = decide(snap(w, ebpf={200: {GPU: 4 * MiB}}), policy(), 0.0)
+    assert [(str(a.kind), a.verdict.kind if a.verdict else None) for a in acts] == [
+        ("alert", VerdictKind.BYPASS), ("kill", VerdictKind.BYPASS)]
+    assert "without the shim" in acts[0].verdict.detail  # type: ignore[union-attr]
+
+
+def test_usage_above_shim_beyond_tolerance_is_bypass() -> None:
+    w = workload(shim={100: {GPU: 100 * MiB}})
+    assert judge(snap(w, ebpf={100: {GPU: 160 * MiB}}), policy()) == []
+    (v,) = judge(snap(w, ebpf={100: {GPU: 170 * MiB}}), policy())
+    assert v.kind == VerdictKind.BYPASS and v.measured["ebpf"] == 170 * MiB
+
+
+def test_corrupt_region_checks_memory_but_not_bypass() -> None:
+    w = replace(workload(), shim=None, region_error="bad magic")
+    assert judge(snap(w, ebpf={100: {GPU: 10 * MiB}}), policy()) == []
+    (v,) = judge(snap(w, ebpf={100: {GPU: 2000 * MiB}}), policy())
+    assert v.kind == VerdictKind.MEMORY
+
+
+def test_other_gpu_is_judged_separately() -> None:
+    from decide_factories import GPU2
+    w = workload(shim={100: {GPU: 900 * MiB, GPU2: 1100 * MiB}})
+    (v,) = judge(snap(w), policy())
+    assert v.gpu == GPU2

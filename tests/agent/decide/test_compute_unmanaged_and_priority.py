@@ -1,0 +1,61 @@
+"""Compute share: acted on only after the rule's compute grace, and only where the workload is
+core-limited (priority coordination). Unmanaged GPU processes follow the unmanaged rule."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from decide_factories import GPU, MiB, policy, rule, snap, workload
+
+from agent.decide import core_plan, decide, judge, remember
+from agent.model import Pid, Response, VerdictKind
+
+
+def sharing(prio_a: str, prio_b: str) -> tuple:
+    a = workload("a", (1,), rule(cores_percent=30, priority=prio_a, compute_grace_seconds=5,
+                                 response=Response.ALERT), shim={1: {GPU: MiB}})
+    b = workload("b", (2,), rule(cores_percent=30, priority=prio_b), shim={2: {GPU: MiB}})
+    return a, b
+
+
+def test_compute_over_share_waits_for_the_grace() -> None:
+    a, b = sharing("low", "low")
+    s = snap(a, b, sm={1: {GPU: 0.8}, 2: {GPU: 0.1}})
+    pol = policy()
+    assert decide(s, pol, 0.0) == []
+    h = remember(s, pol, [], 0.0)
+    assert decide(replace(s, history=h), pol, 4.9) == []
+    acts = decide(replace(s, history=h), pol, 5.0)
+    assert [a.verdict.kind for a in acts if a.verdict] == [VerdictKind.COMPUTE]
+
+
+def test_high_priority_sharing_only_with_high_is_not_limited() -> None:
+    a, b = sharing("high", "high")
+    assert judge(snap(a, b, sm={1: {GPU: 0.9}}), policy()) == []
+
+
+def test_alone_is_not_limited() -> None:
+    a, _ = sharing("low", "low")
+    assert judge(snap(a, sm={1: {GPU: 0.9}}), policy()) == []
+
+
+def test_core_plan_low_yields_to_high() -> None:
+    a, b = sharing("low", "high")
+    plan = core_plan({GPU: [a, b]})
+    assert plan[("a", GPU)].yield_to_high and plan[("a", GPU)].effective_cores_percent == 30
+    assert not plan[("b", GPU)].yield_to_high
+    solo = core_plan({GPU: [a]})
+    assert solo[("a", GPU)].effective_cores_percent == 0
+
+
+def test_unmanaged_gpu_process_gets_unmanaged_rule() -> None:
+    unmanaged = rule(name="unmanaged", denied=True, denied_reason="no workload owns it",
+                     response=Response.KILL, grace_seconds=0)
+    w = workload(shim={100: {GPU: MiB}})
+    s = snap(w, nvml={100: {GPU: MiB}, 555: {GPU: 300 * MiB}, 556: {GPU: 0}})
+    acts = decide(s, policy(unmanaged=unmanaged), 0.0)
+    assert [(str(a.kind), a.pids) for a in acts] == [("alert", (555,)), ("kill", (555,))]
+    assert acts[0].verdict is not None and acts[0].verdict.kind == VerdictKind.DENIED
+    assert acts[0].key.pod == "unmanaged"
+    spared = decide(s, policy(unmanaged=unmanaged, protected=frozenset({Pid(555)})), 0.0)
+    assert spared == []
