@@ -1,0 +1,209 @@
+"""Prometheus exporter: a Collector that builds every gpuwarden_ family at scrape time from the
+latest published `View`, and a tiny HTTP server for /metrics and /healthz.
+
+Labels are namespace, pod, container, gpu_uuid and small enums (source, rule, action); never a
+PID. `rule` on violations is the kind of check that failed (memory, compute, bypass, denied).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client.core import (
+    CollectorRegistry,
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector
+
+from agent.model import WorkloadKey
+
+__all__ = ["AgentCollector", "MetricsServer", "Row", "View"]
+
+WL = ["namespace", "pod", "container"]
+WLG = [*WL, "gpu_uuid"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One workload on one GPU, as the last loop saw it."""
+
+    key: WorkloadKey
+    gpu: str
+    memory_limit_bytes: int | None
+    used: Mapping[str, int | None]  # source -> bytes (None: source off)
+    sm_ratio: float | None
+    cores_limit_ratio: float | None
+    agree: bool
+    last_action: str = ""
+    rule: str = ""
+
+
+@dataclass(frozen=True)
+class View:
+    version: str = ""
+    policy_digest: str = ""
+    policy_reloads_total: int = 0
+    policy_reload_errors_total: int = 0
+    policy_last_reload_ok: bool = True
+    rows: tuple[Row, ...] = ()
+    workloads: int = 0
+    violations_total: Mapping[tuple[WorkloadKey, str, str], int] = field(default_factory=dict)
+    actions_total: Mapping[tuple[WorkloadKey, str], int] = field(default_factory=dict)
+    ebpf_up: bool = False
+    ebpf_reason: str = "not started"
+    ebpf_lost_events_total: int = 0
+    ebpf_errors_total: int = 0
+    nvml_up: bool = False
+    nvml_reason: str = "not started"
+    procevents_up: bool = False
+    region_errors_total: int = 0
+    loop_seconds: float = 0.0
+    last_loop_ts: float = 0.0
+
+
+def _wl(k: WorkloadKey) -> list[str]:
+    return [k.namespace, k.pod, k.container]
+
+
+class AgentCollector(Collector):
+    def __init__(self, view: Callable[[], View]) -> None:
+        self._view = view
+
+    def collect(self) -> Iterator[Metric]:
+        v = self._view()
+        info = InfoMetricFamily("gpuwarden_build", "gpuwarden build", labels=[])
+        info.add_metric([], {"version": v.version})
+        yield info
+        pol = InfoMetricFamily("gpuwarden_policy", "The loaded policy (digest of the last good)")
+        pol.add_metric([], {"digest": v.policy_digest})
+        yield pol
+        yield CounterMetricFamily("gpuwarden_policy_reloads", "Successful policy reloads",
+                                  value=v.policy_reloads_total)
+        yield CounterMetricFamily("gpuwarden_policy_reload_errors",
+                                  "Policy reloads rejected (the last good policy stays)",
+                                  value=v.policy_reload_errors_total)
+        yield GaugeMetricFamily("gpuwarden_policy_last_reload_success",
+                                "1 if the last reload attempt succeeded",
+                                value=int(v.policy_last_reload_ok))
+        yield GaugeMetricFamily("gpuwarden_workloads", "Workloads the agent tracks",
+                                value=v.workloads)
+        yield from self._usage(v)
+        viol = CounterMetricFamily("gpuwarden_violations", "Violations detected (onsets)",
+                                   labels=[*WLG, "rule"])
+        for (key, gpu, kind), n in sorted(v.violations_total.items(), key=str):
+            viol.add_metric([*_wl(key), gpu, kind], n)
+        yield viol
+        acts = CounterMetricFamily("gpuwarden_actions", "Actions taken (would_* when dry)",
+                                   labels=[*WL, "action"])
+        for (key, action), n in sorted(v.actions_total.items(), key=str):
+            acts.add_metric([*_wl(key), action], n)
+        yield acts
+        yield GaugeMetricFamily("gpuwarden_ebpf_up", "1 if the eBPF audit is attached",
+                                value=int(v.ebpf_up))
+        yield CounterMetricFamily("gpuwarden_ebpf_lost_events", "eBPF events lost in the "
+                                  "ring buffer", value=v.ebpf_lost_events_total)
+        yield CounterMetricFamily("gpuwarden_ebpf_errors", "eBPF program errors counted in "
+                                  "kernel maps", value=v.ebpf_errors_total)
+        yield GaugeMetricFamily("gpuwarden_nvml_up", "1 if NVML sampling works",
+                                value=int(v.nvml_up))
+        yield GaugeMetricFamily("gpuwarden_procevents_up", "1 if kernel process events are "
+                                "received (else /proc is polled)", value=int(v.procevents_up))
+        yield CounterMetricFamily("gpuwarden_region_errors", "Shared region files that could "
+                                  "not be read", value=v.region_errors_total)
+        yield GaugeMetricFamily("gpuwarden_agent_loop_seconds", "Duration of the last loop",
+                                value=v.loop_seconds)
+        yield GaugeMetricFamily("gpuwarden_agent_last_loop_timestamp_seconds",
+                                "Unix time of the last completed loop", value=v.last_loop_ts)
+
+    def _usage(self, v: View) -> Iterator[Metric]:
+        used = GaugeMetricFamily("gpuwarden_workload_memory_used_bytes",
+                                 "GPU memory a workload uses, per source", labels=[*WLG, "source"])
+        limit = GaugeMetricFamily("gpuwarden_workload_memory_limit_bytes",
+                                  "GPU memory limit of a workload", labels=WLG)
+        sm = GaugeMetricFamily("gpuwarden_workload_compute_used_ratio",
+                               "Share of one GPU's compute a workload uses (NVML)",
+                               labels=[*WLG, "source"])
+        cores = GaugeMetricFamily("gpuwarden_workload_compute_limit_ratio",
+                                  "Compute share limit of a workload", labels=WLG)
+        agree = GaugeMetricFamily("gpuwarden_workload_sources_agree",
+                                  "1 if shim, eBPF and NVML agree within tolerance", labels=WLG)
+        for r in v.rows:
+            lab = [*_wl(r.key), r.gpu]
+            for source, b in sorted(r.used.items()):
+                if b is not None:
+                    used.add_metric([*lab, source], b)
+            if r.memory_limit_bytes is not None:
+                limit.add_metric(lab, r.memory_limit_bytes)
+            if r.sm_ratio is not None:
+                sm.add_metric([*lab, "nvml"], r.sm_ratio)
+            if r.cores_limit_ratio is not None:
+                cores.add_metric(lab, r.cores_limit_ratio)
+            agree.add_metric(lab, int(r.agree))
+        yield from (used, limit, sm, cores, agree)
+
+
+def health(v: View, now: float, stale_after: float = 10.0) -> tuple[bool, dict[str, object]]:
+    fresh = v.last_loop_ts > 0 and now - v.last_loop_ts <= stale_after
+    ok = fresh and bool(v.policy_digest)
+    return ok, {
+        "ok": ok,
+        "loop_fresh": fresh,
+        "policy_digest": v.policy_digest,
+        "policy_last_reload_ok": v.policy_last_reload_ok,
+        "ebpf": "on" if v.ebpf_up else f"off: {v.ebpf_reason}",
+        "nvml": "on" if v.nvml_up else f"off: {v.nvml_reason}",
+        "procevents": "on" if v.procevents_up else "off: polling /proc",
+        "workloads": v.workloads,
+    }
+
+
+class MetricsServer:
+    """Serves /metrics from `registry` and /healthz from the view, on its own thread."""
+
+    def __init__(self, registry: CollectorRegistry, view: Callable[[], View],
+                 port: int, host: str = "127.0.0.1",
+                 clock: Callable[[], float] | None = None) -> None:
+        import time
+
+        clock = clock or time.time
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    body, ctype, code = generate_latest(registry), CONTENT_TYPE_LATEST, 200
+                elif path == "/healthz":
+                    ok, doc = health(view(), clock())
+                    body = json.dumps(doc).encode() + b"\n"
+                    ctype, code = "application/json", 200 if ok else 503
+                else:
+                    body, ctype, code = b"try /metrics or /healthz\n", "text/plain", 404
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                return
+
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="metrics",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
