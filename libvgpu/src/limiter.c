@@ -1,0 +1,215 @@
+/* The compute controller, pure (see limiter.h). */
+#include "limiter.h"
+
+#include <strings.h>
+
+/* ---- pacer ------------------------------------------------------------------------------- */
+
+uint64_t lim_pacer_increment(uint64_t cost_ns, uint32_t limit_pct)
+{
+    if (limit_pct == 0 || limit_pct >= 100)
+        return cost_ns;
+    if (cost_ns > UINT64_MAX / 100u)
+        return UINT64_MAX / 4u; /* absurd cost: pace as "very long", never wrap */
+    return cost_ns * 100u / limit_pct;
+}
+
+uint64_t lim_pacer_book(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns, uint32_t limit_pct,
+                        uint64_t tolerance_ns)
+{
+    uint64_t inc = lim_pacer_increment(cost_ns, limit_pct);
+    uint64_t old = __atomic_load_n(tat, __ATOMIC_RELAXED);
+    uint64_t base;
+    uint64_t next;
+
+    do {
+        /* Time not used is lost beyond the tolerance: the credit is bounded. */
+        base = old > now_ns ? old : now_ns;
+        next = base + inc;
+    } while (!__atomic_compare_exchange_n(tat, &old, next, 1, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    return base > now_ns + tolerance_ns ? base - now_ns - tolerance_ns : 0;
+}
+
+/* ---- cost estimates ---------------------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+}
+
+uint64_t lim_cost_key(uint64_t fn, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by,
+                      uint32_t bz, uint32_t shmem)
+{
+    uint64_t h = mix64(fn + 0x9e3779b97f4a7c15ull);
+    h = mix64(h ^ (((uint64_t)gx << 32) | gy));
+    h = mix64(h ^ (((uint64_t)gz << 32) | bx));
+    h = mix64(h ^ (((uint64_t)by << 32) | bz));
+    h = mix64(h ^ shmem);
+    return h ? h : 1u;
+}
+
+uint64_t lim_median(const uint64_t *v, uint32_t n)
+{
+    uint64_t s[LIM_COST_SAMPLES];
+    uint32_t i;
+    uint32_t j;
+
+    if (n == 0)
+        return 0;
+    if (n > LIM_COST_SAMPLES)
+        n = LIM_COST_SAMPLES;
+    for (i = 0; i < n; i++) {
+        uint64_t x = v[i];
+        for (j = i; j > 0 && s[j - 1] > x; j--)
+            s[j] = s[j - 1];
+        s[j] = x;
+    }
+    /* Even counts take the lower middle: an unknown stretch biases upward, not down. */
+    return s[(n - 1) / 2];
+}
+
+uint64_t lim_cost_estimate(const struct lim_cost_table *t, uint64_t key, int *known)
+{
+    uint32_t i;
+
+    for (i = 0; i < LIM_COST_PROBES; i++) {
+        const struct lim_cost_entry *e = &t->slot[(key + i) & (LIM_COST_SLOTS - 1)];
+        uint64_t k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
+        if (k == key) {
+            *known = 1;
+            return __atomic_load_n(&e->est_ns, __ATOMIC_RELAXED);
+        }
+        if (k == 0)
+            break;
+    }
+    *known = 0;
+    return __atomic_load_n(&t->fallback_ns, __ATOMIC_RELAXED);
+}
+
+static struct lim_cost_entry *cost_slot(struct lim_cost_table *t, uint64_t key)
+{
+    struct lim_cost_entry *victim = &t->slot[key & (LIM_COST_SLOTS - 1)];
+    uint32_t i;
+
+    for (i = 0; i < LIM_COST_PROBES; i++) {
+        struct lim_cost_entry *e = &t->slot[(key + i) & (LIM_COST_SLOTS - 1)];
+        uint64_t k = __atomic_load_n(&e->key, __ATOMIC_RELAXED);
+        if (k == key)
+            return e;
+        if (k == 0) {
+            victim = e;
+            break;
+        }
+    }
+    /* New key (or a full neighbourhood: the home slot is recycled). */
+    __atomic_store_n(&victim->key, 0, __ATOMIC_RELAXED);
+    victim->count = 0;
+    victim->next = 0;
+    return victim;
+}
+
+uint32_t lim_cost_sample(struct lim_cost_table *t, uint64_t key, uint64_t sample_ns)
+{
+    struct lim_cost_entry *e = cost_slot(t, key);
+    uint32_t n;
+    uint64_t fb;
+
+    e->samples[e->next] = sample_ns;
+    e->next = (e->next + 1) % LIM_COST_SAMPLES;
+    if (e->count < UINT32_MAX)
+        e->count++;
+    n = e->count < LIM_COST_SAMPLES ? e->count : LIM_COST_SAMPLES;
+    __atomic_store_n(&e->est_ns, lim_median(e->samples, n), __ATOMIC_RELAXED);
+    __atomic_store_n(&e->key, key, __ATOMIC_RELEASE);
+
+    fb = __atomic_load_n(&t->fallback_ns, __ATOMIC_RELAXED);
+    fb = fb == 0 ? sample_ns : fb - fb / 8u + sample_ns / 8u;
+    __atomic_store_n(&t->fallback_ns, fb, __ATOMIC_RELAXED);
+    return e->count;
+}
+
+/* ---- the policy / priority table ----------------------------------------------------------- */
+
+struct lim_verdict lim_decide(const struct lim_view *v)
+{
+    struct lim_verdict out = {0, 0};
+    uint32_t sharing = !v->node_known || v->others_high + v->others_low > 0;
+
+    switch (v->policy) {
+    case LIM_POLICY_DISABLE:
+        break;
+    case LIM_POLICY_FORCE:
+        out.limit_pct = v->limit_pct;
+        out.yield = v->priority == LIM_PRIORITY_LOW && v->others_high > 0;
+        break;
+    default: /* LIM_POLICY_DEFAULT: the seed's semantics */
+        if (v->priority == LIM_PRIORITY_LOW && sharing)
+            out.limit_pct = v->limit_pct;
+        out.yield = v->priority == LIM_PRIORITY_LOW && v->others_high > 0;
+        break;
+    }
+    if (v->agent_limit_pct == LIM_AGENT_UNLIMITED)
+        out.limit_pct = 0;
+    else if (v->agent_limit_pct >= 1 && v->agent_limit_pct <= 100)
+        out.limit_pct = v->agent_limit_pct;
+    if (v->agent_yield == LIM_AGENT_YIELD)
+        out.yield = 1;
+    else if (v->agent_yield == LIM_AGENT_RUN)
+        out.yield = 0;
+    if (out.limit_pct >= 100)
+        out.limit_pct = 0;
+    return out;
+}
+
+/* ---- environment values --------------------------------------------------------------------- */
+
+int lim_parse_pct(const char *s, uint32_t *out)
+{
+    uint32_t v = 0;
+    const char *p = s;
+
+    if (s == NULL || *s == '\0')
+        return -1;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        v = v * 10u + (uint32_t)(*p - '0');
+        if (v > 100u)
+            return -1;
+    }
+    if (p == s)
+        return -1;
+    if (*p == '%')
+        p++;
+    if (*p != '\0')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int lim_parse_policy(const char *s, uint32_t *out)
+{
+    if (s == NULL)
+        return -1;
+    if (strcasecmp(s, "default") == 0)
+        *out = LIM_POLICY_DEFAULT;
+    else if (strcasecmp(s, "force") == 0)
+        *out = LIM_POLICY_FORCE;
+    else if (strcasecmp(s, "disable") == 0)
+        *out = LIM_POLICY_DISABLE;
+    else
+        return -1;
+    return 0;
+}
+
+int lim_parse_priority(const char *s, uint32_t *out)
+{
+    if (s == NULL || (s[0] != '0' && s[0] != '1') || s[1] != '\0')
+        return -1;
+    *out = (uint32_t)(s[0] - '0');
+    return 0;
+}

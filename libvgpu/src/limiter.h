@@ -1,0 +1,99 @@
+/* The compute controller, pure: no CUDA, no clock, no I/O.  Every function takes the time it
+ * needs as an argument so tests drive it with a fake clock (tests/compute/limiter_driver.c).
+ *
+ *  - pacer:     a GCRA ("virtual scheduling") pacer over estimated GPU time.  One 64-bit word
+ *               (the theoretical arrival time) lives in the container's shared region, so every
+ *               process of the container books against the same budget with one CAS loop.
+ *               Credit is bounded by the tolerance: an idle container cannot save up time.
+ *  - cost:      per-launch-signature GPU time estimates, the median of the last samples, so
+ *               that a sample stretched by another context's time slice does not move it.
+ *  - decide:    the policy/priority table (docs/compute.md) as one function.
+ *  - parse:     the compute environment variables, strict, with the safe-side fallbacks.
+ */
+#ifndef VGPU_LIMITER_H
+#define VGPU_LIMITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- pacer ------------------------------------------------------------------------------- */
+
+/* Books one launch of `cost_ns` estimated GPU time at `limit_pct` (1..100) against `*tat`
+ * (atomically; shared memory) and returns how long the caller must wait before launching, in
+ * ns.  `tolerance_ns` is the burst a container may launch without waiting (the credit bound). */
+uint64_t lim_pacer_book(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns, uint32_t limit_pct,
+                        uint64_t tolerance_ns);
+
+/* Wall time a launch of `cost_ns` occupies in the pace at `limit_pct`: cost * 100 / limit. */
+uint64_t lim_pacer_increment(uint64_t cost_ns, uint32_t limit_pct);
+
+/* ---- cost estimates ---------------------------------------------------------------------- */
+
+#define LIM_COST_SLOTS   1024u /* power of two */
+#define LIM_COST_SAMPLES 5u    /* odd: the estimate is their median */
+#define LIM_COST_PROBES  8u
+
+struct lim_cost_entry {
+    uint64_t key;     /* 0 = empty; atomically published */
+    uint64_t est_ns;  /* median of samples[]; atomically published */
+    uint32_t count;   /* samples taken (saturating) */
+    uint32_t next;    /* ring position */
+    uint64_t samples[LIM_COST_SAMPLES];
+};
+
+/* Process-local.  Readers (lim_cost_estimate) may run concurrently with one writer
+ * (lim_cost_sample, serialised by the caller). */
+struct lim_cost_table {
+    struct lim_cost_entry slot[LIM_COST_SLOTS];
+    uint64_t fallback_ns; /* estimate for a signature never measured: a running mean */
+};
+
+/* Signature of a kernel launch: function and geometry, or a graph exec handle. */
+uint64_t lim_cost_key(uint64_t fn, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by,
+                      uint32_t bz, uint32_t shmem);
+
+/* Estimated GPU ns of a launch with `key`; sets *known to 1 when the key has a sample. */
+uint64_t lim_cost_estimate(const struct lim_cost_table *t, uint64_t key, int *known);
+
+/* Adds one measured sample; returns the number of samples the key now has (saturating). */
+uint32_t lim_cost_sample(struct lim_cost_table *t, uint64_t key, uint64_t sample_ns);
+
+/* Median of n (<= LIM_COST_SAMPLES) values. */
+uint64_t lim_median(const uint64_t *v, uint32_t n);
+
+/* ---- the policy / priority table ----------------------------------------------------------- */
+
+enum lim_policy { LIM_POLICY_DEFAULT = 0, LIM_POLICY_FORCE = 1, LIM_POLICY_DISABLE = 2 };
+enum lim_priority { LIM_PRIORITY_HIGH = 0, LIM_PRIORITY_LOW = 1 };
+
+/* The agent's override fields (vgpu_compute.h): zero means "no override". */
+#define LIM_AGENT_UNLIMITED 101u /* agent_limit_pct value: explicitly not limited */
+enum lim_agent_yield { LIM_AGENT_AUTO = 0, LIM_AGENT_YIELD = 1, LIM_AGENT_RUN = 2 };
+
+struct lim_view {
+    uint32_t policy;          /* enum lim_policy */
+    uint32_t priority;        /* enum lim_priority */
+    uint32_t limit_pct;       /* the container's gpucores on this device, 0 = none */
+    uint32_t agent_limit_pct; /* 0 none, 1..100 limit, LIM_AGENT_UNLIMITED */
+    uint32_t agent_yield;     /* enum lim_agent_yield */
+    uint32_t node_known;      /* 0: the node region is unavailable, sharing is unknown */
+    uint32_t others_high;     /* other active containers on the device, high priority */
+    uint32_t others_low;      /* ... low priority */
+};
+
+struct lim_verdict {
+    uint32_t limit_pct; /* 0 = not held back; 1..99 = paced to this share (100 is not limited) */
+    uint32_t yield;     /* 1 = launches wait while a high-priority container is active */
+};
+
+struct lim_verdict lim_decide(const struct lim_view *v);
+
+/* ---- environment values --------------------------------------------------------------------- */
+
+/* Each returns 0 and stores the value, or -1 when `s` is malformed (the caller names the
+ * variable and takes the safe side, see docs/compute.md). */
+int lim_parse_pct(const char *s, uint32_t *out);      /* "0".."100", optional trailing '%' */
+int lim_parse_policy(const char *s, uint32_t *out);   /* default | force | disable */
+int lim_parse_priority(const char *s, uint32_t *out); /* 0 | 1 */
+
+#endif

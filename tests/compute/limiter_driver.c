@@ -1,0 +1,187 @@
+/* Test driver for the pure compute controller (libvgpu/src/limiter.c), compiled with it by
+ * tests/compute/test_controller_*.py.  It has no clock of its own: a fake clock and a fake GPU
+ * (one queue, kernels back to back) let the tests check the pacer's arithmetic exactly.
+ *
+ *   limiter_driver pace LIMIT COST_NS RUN_NS TOL_NS QUEUE_NS
+ *       one launcher launching as fast as the pacer lets it; prints the busy share measured
+ *       from 1 s on, and the largest amount of work queued ahead of the GPU.
+ *   limiter_driver burst LIMIT COST_NS IDLE_NS TOL_NS
+ *       after IDLE_NS of idleness, how many launches go without waiting (bounded credit).
+ *   limiter_driver shared LIMIT COST_NS RUN_NS TOL_NS PROCS
+ *       PROCS launchers sharing one pacer word round-robin; prints the total busy share.
+ *   limiter_driver decide
+ *       prints the verdict for every combination of the inputs of lim_decide.
+ *   limiter_driver parse pct|policy|priority VALUE
+ *   limiter_driver median V1 [V2 ...]
+ *   limiter_driver cost SAMPLE...          (one key; prints the estimate after each sample)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "limiter.h"
+
+static uint64_t arg_u64(const char *s)
+{
+    return strtoull(s, NULL, 10);
+}
+
+static int cmd_pace(char **a)
+{
+    uint32_t limit = (uint32_t)arg_u64(a[0]);
+    uint64_t cost = arg_u64(a[1]), run = arg_u64(a[2]), tol = arg_u64(a[3]);
+    uint64_t queue = arg_u64(a[4]);
+    uint64_t tat = 0, now = 0, gpu_tail = 0, busy = 0, max_queued = 0;
+    const uint64_t from = 1000000000ull, launch_cpu = 2000; /* 2 us of CPU per launch */
+
+    while (now < run) {
+        uint64_t wait, start;
+        if (gpu_tail > now + queue) /* the queue bound: wait for the GPU */
+            now = gpu_tail - queue;
+        wait = lim_pacer_book(&tat, now, cost, limit, tol);
+        now += wait;
+        start = gpu_tail > now ? gpu_tail : now;
+        gpu_tail = start + cost;
+        if (gpu_tail - now > max_queued)
+            max_queued = gpu_tail - now;
+        if (start >= from && gpu_tail <= run)
+            busy += cost;
+        else if (gpu_tail > from && start < run) /* partly inside [from, run) */
+            busy += (gpu_tail < run ? gpu_tail : run) - (start > from ? start : from);
+        now += launch_cpu;
+    }
+    printf("share %.4f max_queued_ns %llu\n", (double)busy / (double)(run - from),
+           (unsigned long long)max_queued);
+    return 0;
+}
+
+static int cmd_burst(char **a)
+{
+    uint32_t limit = (uint32_t)arg_u64(a[0]);
+    uint64_t cost = arg_u64(a[1]), idle = arg_u64(a[2]), tol = arg_u64(a[3]);
+    uint64_t tat = 0, now = 0;
+    unsigned free_launches = 0;
+    int i;
+
+    for (i = 0; i < 1000; i++) /* a busy period first */
+        now += lim_pacer_book(&tat, now, cost, limit, tol);
+    now += idle;
+    while (lim_pacer_book(&tat, now, cost, limit, tol) == 0 && free_launches < 1000000)
+        free_launches++;
+    printf("free_launches %u\n", free_launches);
+    return 0;
+}
+
+static int cmd_shared(char **a)
+{
+    uint32_t limit = (uint32_t)arg_u64(a[0]);
+    uint64_t cost = arg_u64(a[1]), run = arg_u64(a[2]), tol = arg_u64(a[3]);
+    unsigned procs = (unsigned)arg_u64(a[4]), p;
+    uint64_t tat = 0, gpu_tail = 0, busy = 0, now[64] = {0};
+
+    if (procs == 0 || procs > 64)
+        return 2;
+    for (;;) {
+        /* the launcher whose clock is earliest goes next */
+        unsigned who = 0;
+        uint64_t start;
+        for (p = 1; p < procs; p++)
+            if (now[p] < now[who])
+                who = p;
+        if (now[who] >= run)
+            break;
+        now[who] += lim_pacer_book(&tat, now[who], cost, limit, tol);
+        start = gpu_tail > now[who] ? gpu_tail : now[who];
+        gpu_tail = start + cost;
+        if (gpu_tail <= run)
+            busy += cost;
+        now[who] += 2000;
+    }
+    printf("share %.4f\n", (double)busy / (double)run);
+    return 0;
+}
+
+static int cmd_decide(void)
+{
+    static const uint32_t limits[] = {0, 30, 100};
+    static const uint32_t agent_limits[] = {0, 20, LIM_AGENT_UNLIMITED};
+    uint32_t po, pr, li, al, ay, nk, oh, ol;
+
+    for (po = 0; po < 3; po++)
+        for (pr = 0; pr < 2; pr++)
+            for (li = 0; li < 3; li++)
+                for (al = 0; al < 3; al++)
+                    for (ay = 0; ay < 3; ay++)
+                        for (nk = 0; nk < 2; nk++)
+                            for (oh = 0; oh < 2; oh++)
+                                for (ol = 0; ol < 2; ol++) {
+                                    struct lim_view v = {po, pr, limits[li], agent_limits[al],
+                                                         ay, nk, oh, ol};
+                                    struct lim_verdict r = lim_decide(&v);
+                                    printf("%u %u %u %u %u %u %u %u -> %u %u\n", po, pr,
+                                           limits[li], agent_limits[al], ay, nk, oh, ol,
+                                           r.limit_pct, r.yield);
+                                }
+    return 0;
+}
+
+static int cmd_parse(char **a)
+{
+    uint32_t v = 0;
+    int rc;
+
+    if (strcmp(a[0], "pct") == 0)
+        rc = lim_parse_pct(a[1], &v);
+    else if (strcmp(a[0], "policy") == 0)
+        rc = lim_parse_policy(a[1], &v);
+    else if (strcmp(a[0], "priority") == 0)
+        rc = lim_parse_priority(a[1], &v);
+    else
+        return 2;
+    if (rc != 0)
+        printf("malformed\n");
+    else
+        printf("%u\n", v);
+    return 0;
+}
+
+static int cmd_cost(int n, char **a)
+{
+    static struct lim_cost_table table;
+    uint64_t key = lim_cost_key(0x1234, 1, 2, 3, 4, 5, 6, 7);
+    int known = 0, i;
+
+    for (i = 0; i < n; i++) {
+        uint64_t est;
+        lim_cost_sample(&table, key, arg_u64(a[i]));
+        est = lim_cost_estimate(&table, key, &known);
+        printf("%llu %d\n", (unsigned long long)est, known);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 7 && strcmp(argv[1], "pace") == 0)
+        return cmd_pace(argv + 2);
+    if (argc >= 6 && strcmp(argv[1], "burst") == 0)
+        return cmd_burst(argv + 2);
+    if (argc >= 7 && strcmp(argv[1], "shared") == 0)
+        return cmd_shared(argv + 2);
+    if (argc == 2 && strcmp(argv[1], "decide") == 0)
+        return cmd_decide();
+    if (argc == 4 && strcmp(argv[1], "parse") == 0)
+        return cmd_parse(argv + 2);
+    if (argc >= 3 && strcmp(argv[1], "median") == 0) {
+        uint64_t v[LIM_COST_SAMPLES];
+        uint32_t n = 0;
+        for (int i = 2; i < argc && n < LIM_COST_SAMPLES; i++)
+            v[n++] = arg_u64(argv[i]);
+        printf("%llu\n", (unsigned long long)lim_median(v, n));
+        return 0;
+    }
+    if (argc >= 3 && strcmp(argv[1], "cost") == 0)
+        return cmd_cost(argc - 2, argv + 2);
+    fprintf(stderr, "usage: see the comment at the top of limiter_driver.c\n");
+    return 2;
+}

@@ -1,0 +1,104 @@
+"""The policy/priority table of docs/compute.md, row by row, against lim_decide (every input
+combination is dumped by the driver; each documented rule is checked over all rows it covers)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import pytest
+
+DEFAULT, FORCE, DISABLE = 0, 1, 2
+HIGH, LOW = 0, 1
+AGENT_UNLIMITED = 101
+AUTO, YIELD, RUN = 0, 1, 2
+
+
+class Row(NamedTuple):
+    policy: int
+    priority: int
+    limit: int
+    agent_limit: int
+    agent_yield: int
+    node_known: int
+    others_high: int
+    others_low: int
+    out_limit: int
+    out_yield: int
+
+    @property
+    def alone(self) -> bool:
+        return bool(self.node_known) and self.others_high == 0 and self.others_low == 0
+
+    @property
+    def no_agent(self) -> bool:
+        return self.agent_limit == 0 and self.agent_yield == AUTO
+
+
+@pytest.fixture(scope="module")
+def rows(limiter_driver) -> list[Row]:
+    out = []
+    for line in limiter_driver.run("decide").splitlines():
+        left, right = line.split("->")
+        out.append(Row(*map(int, left.split()), *map(int, right.split())))
+    assert len(out) == 3 * 2 * 3 * 3 * 3 * 2 * 2 * 2
+    return out
+
+
+def held(limit: int) -> int:
+    """The limit a held workload is paced to: 100 % is the whole GPU, i.e. not paced."""
+    return 0 if limit >= 100 else limit
+
+
+def test_alone_is_never_held_back_under_default(rows: list[Row]) -> None:
+    for r in rows:
+        if r.policy == DEFAULT and r.alone and r.no_agent:
+            assert (r.out_limit, r.out_yield) == (0, 0), r
+
+
+def test_low_priority_sharing_is_held_to_gpucores(rows: list[Row]) -> None:
+    for r in rows:
+        if r.policy == DEFAULT and r.priority == LOW and not r.alone and r.no_agent:
+            assert r.out_limit == held(r.limit), r
+
+
+def test_high_priority_is_not_held_to_gpucores_and_never_yields(rows: list[Row]) -> None:
+    for r in rows:
+        if r.policy == DEFAULT and r.priority == HIGH and r.no_agent:
+            assert (r.out_limit, r.out_yield) == (0, 0), r
+
+
+def test_low_priority_yields_while_high_priority_is_active(rows: list[Row]) -> None:
+    for r in rows:
+        if r.policy != DISABLE and r.no_agent and r.priority == LOW:
+            assert r.out_yield == (1 if r.others_high else 0), r
+
+
+def test_force_holds_every_priority_even_alone(rows: list[Row]) -> None:
+    for r in rows:
+        if r.policy == FORCE and r.no_agent:
+            assert r.out_limit == held(r.limit), r
+
+
+def test_disable_never_holds_back(rows: list[Row]) -> None:
+    for r in rows:
+        if r.policy == DISABLE and r.no_agent:
+            assert (r.out_limit, r.out_yield) == (0, 0), r
+
+
+def test_unknown_sharing_takes_the_safe_side(rows: list[Row]) -> None:
+    # Without the node region a low-priority workload is treated as sharing: held, not freed.
+    for r in rows:
+        if r.policy == DEFAULT and r.priority == LOW and not r.node_known and r.no_agent:
+            assert r.out_limit == held(r.limit), r
+
+
+def test_agent_overrides_win(rows: list[Row]) -> None:
+    for r in rows:
+        if r.agent_limit == AGENT_UNLIMITED:
+            assert r.out_limit == 0, r
+        elif r.agent_limit:
+            assert r.out_limit == r.agent_limit, r
+        if r.agent_yield == YIELD:
+            assert r.out_yield == 1, r
+        elif r.agent_yield == RUN:
+            assert r.out_yield == 0, r
