@@ -373,6 +373,7 @@ typedef enum CUdriverProcAddressQueryResult_enum {
  * gpuwarden knows; every one returns CUresult.  Here it becomes the prototypes. */
 #define GW_CUDA_FN(name, params) CUresult name params;
 #include "cuda_api_functions.h"
+#include "cuda_api_functions_extra.h" /* appended by the shim */
 #undef GW_CUDA_FN
 
 #ifdef __cplusplus
