@@ -1,0 +1,724 @@
+"""Syntax trees -> `CompiledPolicy`: validation, precedence, analysis, an index, evaluation.
+
+Precedence (documented in docs/policy.md): every field is decided on its own by the matching rule
+of highest precedence that sets it; precedence is `weight` (default 0, higher wins), then source
+order (later wins; an included file comes before the file that includes it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from policy import ast
+from policy.diagnostics import Diagnostic, Severity, Span, closest
+from policy.matching import (
+    Conjunct,
+    Predicate,
+    compile_expr,
+    conjunct_satisfiable,
+    dnf,
+    implies,
+    index_keys,
+    validate_expr,
+)
+from policy.model import EffectiveRule, ResourceRequest, ViolationResponse, Workload
+from policy.printer import format_expr
+from policy.units import Memory
+from policy.vocabulary import (
+    BLOCK_SETTINGS,
+    CAP_KEYS,
+    DEFAULT_KEYS,
+    BadValue,
+    Parsed,
+    parse_setting,
+)
+
+__all__ = [
+    "BUILTIN",
+    "NODE_LABEL_GPU_MEMORY",
+    "UNMANAGED_BUILTIN",
+    "CompiledPolicy",
+    "CompiledRule",
+    "Decision",
+    "compile_modules",
+]
+
+# GPU feature discovery's node label with the GPU's memory in MiB: when a workload's node has
+# it, a cap in MiB can be compared with a request in percent (and the other way round).
+NODE_LABEL_GPU_MEMORY = "nvidia.com/gpu.memory"
+
+# The configuration defaults of DESIGN.md, used for whatever the defaults block does not say.
+BUILTIN: Mapping[str, Parsed] = MappingProxyType({
+    "gpu": Parsed(1, "1"),
+    "gpumem": Parsed(Memory("mib", 5000), "5000MiB"),
+    "gpucores": Parsed(0, "0%"),
+    "priority": Parsed(1, "low"),
+    "core_policy": Parsed("default", "default"),
+    "mode": Parsed("enforce", "enforce"),
+    "on_violation": Parsed(ViolationResponse("kill", 10.0, None, "critical"),
+                           "kill after 10s severity critical"),
+    "compute_grace": Parsed(30.0, "30s"),
+    # NVML counts the CUDA context (~520 MiB for PyTorch on an H200) that the shim never sees.
+    "bypass_tolerance": Parsed(768, "768MiB"),
+})
+# Processes on a GPU that no workload owns: by default none of their memory is allowed, and
+# the response is an alert only (node daemons such as DCGM must not be killed by surprise).
+UNMANAGED_BUILTIN: Mapping[str, Parsed] = MappingProxyType({
+    "gpumem": Parsed(Memory("mib", 0), "0MiB"),
+    "gpucores": Parsed(0, "0%"),
+    "mode": Parsed("audit", "audit"),
+    "on_violation": Parsed(ViolationResponse("alert", 0.0, "GpuwardenUnmanagedProcess",
+                                             "warning"),
+                           'alert "GpuwardenUnmanagedProcess" severity warning'),
+})
+
+SLOTS = ("admission", *(f"default.{k}" for k in DEFAULT_KEYS), *(f"cap.{k}" for k in CAP_KEYS),
+         "priority", "core_policy", "mode", "on_violation", "compute_grace", "bypass_tolerance")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One value a block sets.  For caps `behaviour` is clamp|deny; for admission value is the
+    deny reason (str) or None for `allow`."""
+
+    value: object
+    text: str
+    span: Span
+    behaviour: str = ""
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class CompiledRule:
+    name: str
+    order: int
+    weight: int
+    match_text: str | None
+    predicate: Predicate | None  # None = matches every workload
+    sets: Mapping[str, Decision]
+    span: Span
+    conjuncts: list[Conjunct] | None = field(default=None, repr=False)
+
+    @property
+    def precedence(self) -> tuple[int, int]:
+        return (self.weight, self.order)
+
+    def matches(self, workload: Workload) -> bool:
+        return self.predicate is None or self.predicate(workload)
+
+    def canonical(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "weight": self.weight,
+            "match": self.match_text,
+            "sets": {k: [d.text, d.behaviour] for k, d in sorted(self.sets.items())},
+        }
+
+
+class CompiledPolicy:
+    """An immutable, indexed rule set.  `evaluate` is pure and thread-safe."""
+
+    def __init__(self, rules: Sequence[CompiledRule], defaults: Mapping[str, Decision],
+                 unmanaged: Mapping[str, Decision], files: Sequence[str]) -> None:
+        self.rules: tuple[CompiledRule, ...] = tuple(rules)
+        self.defaults: Mapping[str, Decision] = MappingProxyType(dict(defaults))
+        self.unmanaged_settings: Mapping[str, Decision] = MappingProxyType(dict(unmanaged))
+        self.files: tuple[str, ...] = tuple(files)
+        self._by_namespace: dict[str, list[CompiledRule]] = {}
+        self._by_label: dict[tuple[str | None, str], list[CompiledRule]] = {}
+        self._scan: list[CompiledRule] = []
+        for rule in self.rules:
+            keys = index_keys(rule.conjuncts) if rule.conjuncts is not None else None
+            if keys is None:
+                self._scan.append(rule)
+            elif keys[0] == "namespace":
+                for _, ns in keys[1]:
+                    self._by_namespace.setdefault(ns, []).append(rule)
+            else:
+                for key, value in keys[1]:
+                    self._by_label.setdefault((key, value), []).append(rule)
+        self.digest: str = hashlib.sha256(
+            json.dumps(self.canonical(), sort_keys=True, separators=(",", ":")).encode()
+        ).hexdigest()
+        self.unmanaged: EffectiveRule = self._unmanaged()
+
+    # ---- identity
+
+    def canonical(self) -> dict[str, object]:
+        """The meaning of the policy, free of file names, positions, comments and layout."""
+        return {
+            "version": 1,
+            "defaults": {k: d.text for k, d in sorted(self.defaults.items())},
+            "unmanaged": {k: d.text for k, d in sorted(self.unmanaged_settings.items())},
+            "rules": [r.canonical() for r in self.rules],
+        }
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CompiledPolicy) and other.digest == self.digest
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+    def __repr__(self) -> str:
+        return f"<CompiledPolicy {len(self.rules)} rules digest={self.digest[:12]}>"
+
+    def index_stats(self) -> dict[str, int]:
+        return {"rules": len(self.rules), "namespace_keys": len(self._by_namespace),
+                "label_keys": len(self._by_label), "scanned": len(self._scan)}
+
+    # ---- evaluation
+
+    def candidates(self, workload: Workload) -> list[CompiledRule]:
+        """Rules that may match (index hits plus the scan list), without duplicates."""
+        found = list(self._scan)
+        hit = self._by_namespace.get(workload.namespace)
+        if hit:
+            found.extend(hit)
+        if self._by_label:
+            by_label = self._by_label
+            for item in workload.labels.items():
+                hit = by_label.get(item)
+                if hit:
+                    found.extend(hit)
+        return found
+
+    def matching(self, workload: Workload) -> list[CompiledRule]:
+        """Matching rules, highest precedence first."""
+        seen: set[int] = set()
+        out = []
+        for rule in self.candidates(workload):
+            if rule.order not in seen and rule.matches(workload):
+                seen.add(rule.order)
+                out.append(rule)
+        out.sort(key=lambda r: (r.weight, r.order), reverse=True)
+        return out
+
+    def evaluate(self, workload: Workload) -> EffectiveRule:
+        return _Evaluation(self, workload, self.matching(workload)).result()
+
+    def _unmanaged(self) -> EffectiveRule:
+        decided: dict[str, str] = {}
+        reasons: dict[str, str] = {}
+
+        def get(key: str) -> object:
+            if key in self.unmanaged_settings:
+                d = self.unmanaged_settings[key]
+                decided[key], reasons[key] = "unmanaged", f"{d.text} from the unmanaged block"
+                return d.value
+            if key in UNMANAGED_BUILTIN:
+                p = UNMANAGED_BUILTIN[key]
+                decided[key], reasons[key] = "built-in", f"{p.text} (built-in for unmanaged)"
+                return p.value
+            if key in self.defaults:
+                d = self.defaults[key]
+                decided[key], reasons[key] = "defaults", f"{d.text} from the defaults block"
+                return d.value
+            p = BUILTIN[key]
+            decided[key], reasons[key] = "built-in", f"{p.text} (built-in default)"
+            return p.value
+
+        mem = get("gpumem")
+        assert isinstance(mem, Memory)
+        return EffectiveRule(
+            denied=None, gpu=1,
+            gpumem_mib=mem.amount if mem.kind == "mib" else None,
+            gpumem_percentage=mem.amount if mem.kind == "percent" else None,
+            gpucores=int(get("gpucores")),  # type: ignore[call-overload]
+            priority=1, core_policy="default",
+            mode=get("mode"),  # type: ignore[arg-type]
+            on_violation=get("on_violation"),  # type: ignore[arg-type]
+            compute_grace_seconds=float(get("compute_grace")),  # type: ignore[arg-type]
+            bypass_tolerance_mib=int(get("bypass_tolerance")),  # type: ignore[call-overload]
+            decided_by=decided, reasons=reasons,
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return {"digest": self.digest, "files": list(self.files), **self.canonical()}
+
+
+class _Evaluation:
+    """One workload against the matching rules; collects decided_by and reasons as it goes."""
+
+    def __init__(self, policy: CompiledPolicy, workload: Workload,
+                 matched: list[CompiledRule]) -> None:
+        self.policy, self.workload, self.matched = policy, workload, matched
+        self.decided: dict[str, str] = {}
+        self.reasons: dict[str, str] = {}
+        self.denied: str | None = None
+
+    def pick(self, slot: str) -> tuple[CompiledRule, Decision] | None:
+        for rule in self.matched:
+            d = rule.sets.get(slot)
+            if d is not None:
+                return rule, d
+        return None
+
+    def fallback(self, key: str, field_name: str) -> object:
+        d = self.policy.defaults.get(key)
+        if d is not None:
+            self.decided[field_name] = "defaults"
+            self.reasons[field_name] = f"{d.text} from the defaults block"
+            return d.value
+        p = BUILTIN[key]
+        self.decided[field_name] = "built-in"
+        self.reasons[field_name] = f"{p.text} (built-in default)"
+        return p.value
+
+    def setting(self, key: str) -> object:
+        hit = self.pick(key)
+        if hit:
+            rule, d = hit
+            self.decided[key] = rule.name
+            self.reasons[key] = f'{d.text} set by rule "{rule.name}"'
+            return d.value
+        return self.fallback(key, key)
+
+    def requested_or_default(self, key: str, requested: object, shown: str) -> object:
+        if requested is not None:
+            self.decided[key] = "request"
+            self.reasons[key] = f"{shown} as requested"
+            return requested
+        hit = self.pick(f"default.{key}")
+        if hit:
+            rule, d = hit
+            self.decided[key] = rule.name
+            self.reasons[key] = f'{d.text}: default of rule "{rule.name}" (not requested)'
+            return d.value
+        return self.fallback(key, key)
+
+    def cap(self, key: str, exceeds: bool, value_text: str) -> Decision | None:
+        """Apply the winning cap on `key`; returns the cap when the value must be lowered."""
+        hit = self.pick(f"cap.{key}")
+        if not hit or not exceeds:
+            return None
+        rule, d = hit
+        from_request = self.decided.get(key) == "request"
+        if d.behaviour == "deny" and from_request:
+            if self.denied is None:
+                self.denied = (f"requested {key} {value_text} exceeds the cap {d.text} "
+                               f'of rule "{rule.name}"')
+                self.decided["denied"] = rule.name
+            self.reasons[key] = (f"{value_text} requested, above the cap {d.text} of rule "
+                                 f'"{rule.name}" (deny)')
+            self.decided[key] = rule.name
+            return None
+        was = "requested" if from_request else "default"
+        self.decided[key] = rule.name
+        self.reasons[key] = f'{d.text}: clamped by rule "{rule.name}" ({was} {value_text})'
+        return d
+
+    def result(self) -> EffectiveRule:
+        req = self.workload.request or ResourceRequest()
+        hit = self.pick("admission")
+        if hit and hit[1].value is not None:
+            rule, d = hit
+            self.denied = str(d.value) or f'denied by rule "{rule.name}"'
+            self.decided["denied"] = rule.name
+        elif hit:
+            self.decided["denied"] = hit[0].name
+
+        gpu = int(self.requested_or_default("gpu", req.gpu, str(req.gpu)))  # type: ignore[call-overload]
+        c = self.cap("gpu", self._gpu_cap_exceeded(gpu), str(gpu))
+        if c is not None:
+            gpu = int(c.value)  # type: ignore[call-overload]
+
+        mem_mib, mem_pct, cap_mib, cap_pct = self._memory(req)
+
+        cores = int(self.requested_or_default(  # type: ignore[call-overload]
+            "gpucores", req.gpucores, f"{req.gpucores}%"))
+        hitc = self.pick("cap.gpucores")
+        if hitc is not None:
+            limit = int(hitc[1].value)  # type: ignore[call-overload]
+            c = self.cap("gpucores", limit < 100 and (cores == 0 or cores > limit),
+                         "no limit (0%)" if cores == 0 else f"{cores}%")
+            if c is not None:
+                cores = limit
+
+        priority = self._priority(req)
+        return EffectiveRule(
+            denied=self.denied,
+            gpu=gpu,
+            gpumem_mib=mem_mib,
+            gpumem_percentage=mem_pct,
+            gpucores=cores,
+            priority=priority,
+            core_policy=self.setting("core_policy"),  # type: ignore[arg-type]
+            mode=self.setting("mode"),  # type: ignore[arg-type]
+            on_violation=self.setting("on_violation"),  # type: ignore[arg-type]
+            compute_grace_seconds=float(self.setting("compute_grace")),  # type: ignore[arg-type]
+            bypass_tolerance_mib=int(self.setting("bypass_tolerance")),  # type: ignore[call-overload]
+            decided_by=self.decided,
+            gpumem_cap_mib=cap_mib,
+            gpumem_cap_percentage=cap_pct,
+            matched_rules=tuple(r.name for r in self.matched),
+            reasons=self.reasons,
+        )
+
+    def _gpu_cap_exceeded(self, gpu: int) -> bool:
+        hit = self.pick("cap.gpu")
+        return hit is not None and gpu > int(hit[1].value)  # type: ignore[call-overload]
+
+    def _priority(self, req: ResourceRequest) -> int:
+        hit = self.pick("priority")
+        if hit:
+            rule, d = hit
+            self.decided["priority"] = rule.name
+            shown = "" if req.priority is None else f" (request {_prio(req.priority)} overridden)"
+            self.reasons["priority"] = f'{d.text} set by rule "{rule.name}"{shown}'
+            return int(d.value)  # type: ignore[call-overload]
+        return int(self.requested_or_default(  # type: ignore[call-overload]
+            "priority", req.priority, _prio(req.priority)))
+
+    def _memory(self, req: ResourceRequest) -> tuple[int | None, int | None, int | None, int | None]:
+        if req.gpumem_mib is not None:
+            requested: Memory | None = Memory("mib", req.gpumem_mib)
+        elif req.gpumem_percentage is not None:
+            requested = Memory("percent", req.gpumem_percentage)
+        else:
+            requested = None
+        mem = self.requested_or_default("gpumem", requested,
+                                        requested.describe() if requested else "")
+        assert isinstance(mem, Memory)
+        cap_mib = cap_pct = None
+        hit = self.pick("cap.gpumem")
+        if hit is not None:
+            cap = hit[1].value
+            assert isinstance(cap, Memory)
+            exceeds = _exceeds(mem, cap, self.workload.node_labels.get(NODE_LABEL_GPU_MEMORY))
+            if exceeds is None:
+                # Units differ and the GPU size is unknown here: the cap travels with the rule
+                # and memory_limit_bytes applies it on the node.
+                rule = hit[0]
+                if cap.kind == "mib":
+                    cap_mib = cap.amount
+                else:
+                    cap_pct = cap.amount
+                self.reasons["gpumem"] = (self.reasons.get("gpumem", "") +
+                                          f'; at most {cap.describe()} (cap of rule "{rule.name}",'
+                                          " applied on the node)")
+            else:
+                c = self.cap("gpumem", exceeds, mem.describe())
+                if c is not None:
+                    mem = cap
+        if mem.kind == "mib":
+            return mem.amount, None, cap_mib, cap_pct
+        if mem.kind == "percent":
+            return None, mem.amount, cap_mib, cap_pct
+        return None, None, cap_mib, cap_pct
+
+
+def _prio(p: int | None) -> str:
+    return "high" if p == 0 else "low"
+
+
+def _exceeds(mem: Memory, cap: Memory, gpu_mib_label: str | None) -> bool | None:
+    """Whether `mem` is above `cap`; None when that needs the GPU's size and it is unknown."""
+    if cap.kind == "whole":
+        return False
+    if mem.kind == "whole":
+        return True
+    if mem.kind == cap.kind:
+        return mem.amount > cap.amount
+    try:
+        total = int(gpu_mib_label) if gpu_mib_label is not None else None
+    except ValueError:
+        total = None
+    if total is None or total <= 0:
+        return None
+    as_mib = [m.amount if m.kind == "mib" else total * m.amount // 100 for m in (mem, cap)]
+    return as_mib[0] > as_mib[1]
+
+
+# ---- compilation
+
+
+@dataclass
+class _Ctx:
+    lines: dict[str, list[str]]
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def add(self, code: str, span: Span, message: str, hint: str | None = None,
+            severity: Severity = Severity.ERROR,
+            related: tuple[tuple[Span, str], ...] = ()) -> None:
+        src_lines = self.lines.get(span.file, [])
+        src = src_lines[span.line - 1] if 0 < span.line <= len(src_lines) else ""
+        self.diagnostics.append(Diagnostic(code, severity, span, message, hint, src, related))
+
+    def bad(self, err: BadValue) -> None:
+        self.add(err.code, err.span, err.message, err.hint)
+
+
+def compile_modules(modules: Sequence[ast.Module]) -> tuple[CompiledPolicy | None, list[Diagnostic]]:
+    """Compile parsed files, in precedence order (later = higher), into one policy."""
+    ctx = _Ctx({m.file: m.text.splitlines() for m in modules})
+    rules: list[CompiledRule] = []
+    defaults: dict[str, Decision] = {}
+    unmanaged: dict[str, Decision] = {}
+    seen_blocks: dict[str, Span] = {}
+    names: dict[str, Span] = {}
+    for module in modules:
+        for item in module.items:
+            if not isinstance(item, ast.Block):
+                continue
+            if item.kind in ("defaults", "unmanaged"):
+                first = seen_blocks.get(item.kind)
+                if first is not None:
+                    ctx.add("GW013", item.keyword_span, f"a second `{item.kind}` block",
+                            f"a policy set has at most one `{item.kind}` block; merge them",
+                            related=((first, "the first one is here"),))
+                    continue
+                seen_blocks[item.kind] = item.keyword_span
+                target = defaults if item.kind == "defaults" else unmanaged
+                target.update(_settings_block(ctx, item))
+                continue
+            assert item.name is not None
+            name = item.name.string
+            if not name.strip():
+                ctx.add("GW006", item.name.span, "rule name is empty", "give every rule a name")
+            elif name in names:
+                ctx.add("GW012", item.name.span, f'duplicate rule name "{name}"',
+                        "rule names are unique across the policy set (explain and metrics "
+                        "report them)", related=((names[name], "first defined here"),))
+            else:
+                names[name] = item.name.span
+            rule = _rule(ctx, item, len(rules))
+            if rule is not None:
+                rules.append(rule)
+    errors = [d for d in ctx.diagnostics if d.is_error]
+    if not errors:
+        _analyse(ctx, rules)
+    if any(d.is_error for d in ctx.diagnostics):
+        return None, ctx.diagnostics
+    return CompiledPolicy(rules, defaults, unmanaged, [m.file for m in modules]), ctx.diagnostics
+
+
+def _settings_block(ctx: _Ctx, block: ast.Block) -> dict[str, Decision]:
+    allowed = BLOCK_SETTINGS[block.kind]
+    out: dict[str, Decision] = {}
+    for stmt in block.stmts:
+        if not isinstance(stmt, ast.Setting):
+            word = _stmt_word(stmt)
+            ctx.add("GW018", _stmt_keyword_span(stmt), f"`{word}` is not allowed in `{block.kind}`",
+                    f"`{block.kind}` takes only `key = value` settings: " + ", ".join(allowed))
+            continue
+        d = _setting(ctx, block, stmt, allowed)
+        if d is None:
+            continue
+        if stmt.key in out:
+            ctx.add("GW014", stmt.key_span, f"`{stmt.key}` is set twice in `{block.kind}`",
+                    related=((out[stmt.key].span, "first set here"),))
+            continue
+        out[stmt.key] = d
+    return out
+
+
+def _stmt_word(stmt: ast.Stmt) -> str:
+    if isinstance(stmt, ast.Match):
+        return "match"
+    if isinstance(stmt, ast.Default):
+        return "default"
+    if isinstance(stmt, ast.Cap):
+        return "cap"
+    if isinstance(stmt, ast.Admission):
+        return "allow" if stmt.allow else "deny"
+    return stmt.key
+
+
+def _stmt_keyword_span(stmt: ast.Stmt) -> Span:
+    s = stmt.span
+    return Span(s.file, s.line, s.col, s.line, s.col + len(_stmt_word(stmt)))
+
+
+def _setting(ctx: _Ctx, block: ast.Block, stmt: ast.Setting,
+             allowed: Sequence[str]) -> Decision | None:
+    if stmt.key not in allowed:
+        if block.kind == "rule" and stmt.key in ("gpu", "gpumem", "gpucores"):
+            value = " ".join(v.text for v in stmt.values)
+            ctx.add("GW018", stmt.key_span, f"`{stmt.key}` cannot be set directly in a rule",
+                    f"write `default {stmt.key} = {value}` (when the pod does not ask) or "
+                    f"`cap {stmt.key} <= {value}` (an upper bound)")
+            return None
+        if stmt.key in BLOCK_SETTINGS["defaults"] or stmt.key == "weight":
+            ctx.add("GW018", stmt.key_span, f"`{stmt.key}` is not allowed in `{block.kind}`",
+                    "valid here: " + ", ".join(allowed))
+            return None
+        guess = closest(stmt.key, (*allowed, "match", "default", "cap", "deny", "allow")
+                        if block.kind == "rule" else allowed)
+        hint = (f"did you mean `{guess}`? " if guess else "") + "valid here: " + ", ".join(allowed)
+        ctx.add("GW005", stmt.key_span, f"unknown setting `{stmt.key}` in `{block.kind}`", hint)
+        return None
+    try:
+        parsed = parse_setting(block.kind, stmt.key, stmt.values, stmt.span)
+    except BadValue as err:
+        ctx.bad(err)
+        return None
+    return Decision(parsed.value, parsed.text, stmt.span)
+
+
+def _rule(ctx: _Ctx, block: ast.Block, order: int) -> CompiledRule | None:
+    assert block.name is not None
+    name = block.name.string
+    sets: dict[str, Decision] = {}
+    match: ast.Match | None = None
+    weight = 0
+    weight_span: Span | None = None
+    ok = True
+
+    def put(slot: str, d: Decision, where: Span, what: str) -> None:
+        nonlocal ok
+        if slot in sets:
+            ctx.add("GW014", where, f'{what} is set twice in rule "{name}"',
+                    related=((sets[slot].span, "first set here"),))
+            ok = False
+        else:
+            sets[slot] = d
+
+    for stmt in block.stmts:
+        if isinstance(stmt, ast.Match):
+            if match is not None:
+                ctx.add("GW014", _stmt_keyword_span(stmt), f'rule "{name}" has two `match` lines',
+                        "combine them with `and` / `or`", related=((match.span, "first here"),))
+                ok = False
+                continue
+            match = stmt
+            errs = validate_expr(stmt.expr, ctx.lines.get(stmt.span.file, []))
+            ctx.diagnostics.extend(errs)
+            ok = ok and not errs
+        elif isinstance(stmt, ast.Default):
+            for a in stmt.assigns:
+                if a.key not in DEFAULT_KEYS:
+                    _unknown_key(ctx, a.key, a.key_span, "default", DEFAULT_KEYS)
+                    ok = False
+                    continue
+                try:
+                    p = parse_setting("rule", a.key, [a.value], a.span)
+                except BadValue as err:
+                    ctx.bad(err)
+                    ok = False
+                    continue
+                put(f"default.{a.key}", Decision(p.value, p.text, a.span), a.key_span,
+                    f"`default {a.key}`")
+        elif isinstance(stmt, ast.Cap):
+            behaviour = "clamp"
+            if stmt.behaviour is not None:
+                behaviour = stmt.behaviour.text
+                if behaviour not in ("clamp", "deny"):
+                    guess = closest(behaviour, ("clamp", "deny"))
+                    ctx.add("GW006", stmt.behaviour.span, f"unknown cap behaviour `{behaviour}`",
+                            (f"did you mean `{guess}`? " if guess else "") +
+                            "end a cap with `clamp` (lower the request) or `deny` (refuse it)")
+                    ok = False
+                    continue
+            for c in stmt.items:
+                if c.key not in CAP_KEYS:
+                    _unknown_key(ctx, c.key, c.key_span, "cap", CAP_KEYS)
+                    ok = False
+                    continue
+                try:
+                    p = parse_setting("rule", c.key, [c.value], c.span)
+                except BadValue as err:
+                    ctx.bad(err)
+                    ok = False
+                    continue
+                put(f"cap.{c.key}", Decision(p.value, p.text, c.span, behaviour), c.key_span,
+                    f"`cap {c.key}`")
+        elif isinstance(stmt, ast.Admission):
+            reason = None if stmt.allow else (stmt.reason.string if stmt.reason else "")
+            text = "allow" if stmt.allow else ("deny " + ast.quote(reason or ""))
+            put("admission", Decision(reason, text, stmt.span), _stmt_keyword_span(stmt),
+                "admission (`deny` / `allow`)")
+        else:
+            d = _setting(ctx, block, stmt, BLOCK_SETTINGS["rule"])
+            if d is None:
+                ok = False
+            elif stmt.key == "weight":
+                if weight_span is not None:
+                    ctx.add("GW014", stmt.key_span, f'`weight` is set twice in rule "{name}"',
+                            related=((weight_span, "first set here"),))
+                    ok = False
+                weight, weight_span = int(d.value), stmt.span  # type: ignore[call-overload]
+            else:
+                put(stmt.key, d, stmt.key_span, f"`{stmt.key}`")
+    if not ok:
+        return None
+    predicate = compile_expr(match.expr) if match else None
+    conjuncts = dnf(match.expr) if match else [frozenset()]
+    return CompiledRule(name, order, weight, format_expr(match.expr) if match else None,
+                        predicate, MappingProxyType(sets), block.span, conjuncts)
+
+
+def _unknown_key(ctx: _Ctx, key: str, span: Span, stmt: str, valid: Sequence[str]) -> None:
+    guess = closest(key, valid)
+    hint = (f"did you mean `{guess}`? " if guess else "") + f"`{stmt}` takes " + ", ".join(valid)
+    ctx.add("GW005", span, f"unknown field `{key}` in `{stmt}`", hint)
+
+
+# ---- analysis: warnings that do not stop a policy from loading
+
+MAX_SHADOW_CANDIDATES = 2000
+
+
+def _analyse(ctx: _Ctx, rules: list[CompiledRule]) -> None:
+    for rule in rules:
+        title = f'rule "{rule.name}"'
+        head = Span(rule.span.file, rule.span.line, rule.span.col, rule.span.line,
+                    rule.span.col + 4)
+        if not rule.sets:
+            ctx.add("GW105", head, f"{title} decides nothing",
+                    "add `default`, `cap`, `deny`, `priority`, `mode` or `on_violation`, or "
+                    "delete the rule", Severity.WARNING)
+        if rule.conjuncts is not None and not any(conjunct_satisfiable(c)
+                                                  for c in rule.conjuncts):
+            ctx.add("GW101", head, f"{title} can never match",
+                    "its match contradicts itself (e.g. one field equal to two values)",
+                    Severity.WARNING)
+        for key in CAP_KEYS:
+            d, c = rule.sets.get(f"default.{key}"), rule.sets.get(f"cap.{key}")
+            if d is not None and c is not None and _default_above_cap(key, d.value, c.value):
+                ctx.add("GW104", d.span, f"`default {key} = {d.text}` is above this rule's cap "
+                        f"{c.text}", "the default will always be clamped; lower it",
+                        Severity.WARNING, related=((c.span, "the cap"),))
+    _shadowing(ctx, rules)
+
+
+def _default_above_cap(key: str, default: object, cap: object) -> bool:
+    if isinstance(default, Memory) and isinstance(cap, Memory):
+        return bool(_exceeds(default, cap, None))
+    if key == "gpucores":
+        return int(cap) < 100 and (int(default) == 0 or int(default) > int(cap))  # type: ignore[call-overload]
+    return int(default) > int(cap)  # type: ignore[call-overload]
+
+
+def _shadowing(ctx: _Ctx, rules: list[CompiledRule]) -> None:
+    by_slots: dict[frozenset[str], list[CompiledRule]] = {}
+    for r in rules:
+        by_slots.setdefault(frozenset(r.sets), []).append(r)
+    slot_sets = list(by_slots)
+    for rule in rules:
+        if not rule.sets or rule.conjuncts is None:
+            continue
+        mine = frozenset(rule.sets)
+        live = [c for c in rule.conjuncts if conjunct_satisfiable(c)]
+        if not live:
+            continue
+        others = [o for s in slot_sets if mine <= s for o in by_slots[s]
+                  if o.precedence > rule.precedence and o.conjuncts is not None]
+        if len(others) > MAX_SHADOW_CANDIDATES:
+            continue
+        for other in others:
+            assert other.conjuncts is not None
+            if all(any(implies(c, oc) for oc in other.conjuncts) for c in live):
+                head = Span(rule.span.file, rule.span.line, rule.span.col, rule.span.line,
+                            rule.span.col + 4)
+                ctx.add("GW102", head,
+                        f'rule "{rule.name}" is fully shadowed by rule "{other.name}"',
+                        f'every workload it matches also matches "{other.name}", which has '
+                        "higher precedence (weight, then later position) and sets every field "
+                        "it sets; reorder the rules or give this one a higher `weight`",
+                        Severity.WARNING, related=((other.span, "the shadowing rule"),))
+                break
+
+

@@ -1,0 +1,240 @@
+"""`load_policy`: files and directories -> parsed modules (includes resolved) -> compiled policy.
+
+The one validator: `gpuwarden policy check`, the agent's start and its hot reload all call this,
+so they accept and reject exactly the same policies.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from policy import ast
+from policy.compiler import CompiledPolicy, compile_modules
+from policy.diagnostics import Diagnostic, Severity, Span, closest
+from policy.parser import parse
+
+__all__ = ["POLICY_SUFFIX", "SUPPORTED_VERSIONS", "LoadResult", "load_policy", "load_texts"]
+
+POLICY_SUFFIX = ".gwp"
+SUPPORTED_VERSIONS = ("1",)
+_GLOB_CHARS = set("*?[")
+_Reader = Callable[[Path], str]
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    policy: CompiledPolicy | None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    files: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.policy is not None and not any(d.is_error for d in self.diagnostics)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.is_error]
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if not d.is_error]
+
+
+def display_path(path: Path) -> str:
+    """Relative to the working directory when below it, as users wrote it; else absolute."""
+    try:
+        return os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
+    except ValueError:  # another drive (not on Linux, but harmless)
+        return str(path)
+
+
+class _Loader:
+    def __init__(self, reader: _Reader) -> None:
+        self.read = reader
+        self.modules: list[ast.Module] = []
+        self.loaded: set[str] = set()
+        self.diagnostics: list[Diagnostic] = []
+        # per file: does it (transitively) define any block?
+        self.contributes: dict[str, bool] = {}
+
+    def error(self, code: str, span: Span, msg: str, hint: str | None = None,
+              severity: Severity = Severity.ERROR, source: str = "") -> None:
+        self.diagnostics.append(Diagnostic(code, severity, span, msg, hint, source))
+
+    def load_file(self, path: Path, stack: tuple[str, ...], via: tuple[Span, str] | None) -> bool:
+        """Parse `path` and what it includes (depth first); returns whether it defines anything."""
+        key = str(path.resolve()) if path.exists() else str(path.absolute())
+        shown = display_path(path)
+        if key in stack:
+            chain = [display_path(Path(p)) for p in stack[stack.index(key):]] + [shown]
+            assert via is not None
+            self.error("GW016", via[0], "include cycle: " + " -> ".join(chain),
+                       "remove one of these includes", source=via[1])
+            return False
+        if key in self.loaded:
+            return self.contributes.get(key, False)
+        self.loaded.add(key)
+        try:
+            text = self.read(path)
+        except (OSError, UnicodeDecodeError) as err:
+            span, src = via if via else (Span.point(shown), "")
+            reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+            self.error("GW019", span, f"cannot read {shown}: {reason}", source=src)
+            return False
+        module, diags = parse(text, shown)
+        self.diagnostics.extend(diags)
+        if module is None:
+            self.contributes[key] = True  # unknown; do not also warn that it adds nothing
+            return True
+        lines = text.splitlines()
+        self._check_version(module, lines)
+        defines = False
+        for item in module.items:
+            if isinstance(item, ast.Include):
+                added = self._include(path, item, (*stack, key), lines)
+                defines = defines or added
+            elif isinstance(item, ast.Block):
+                defines = True
+        # Blocks count at the position of the file (after what it includes): append now.
+        self.modules.append(module)
+        self.contributes[key] = defines
+        return defines
+
+    def _check_version(self, module: ast.Module, lines: list[str]) -> None:
+        versions = [i for i in module.items if isinstance(i, ast.Version)]
+        src = lines[0] if lines else ""
+        if not versions:
+            first = module.items[0].span if module.items else Span.point(module.file)
+            self.error("GW004", Span(module.file, first.line, first.col, first.line,
+                                     first.col + 1),
+                       "missing version header", "start the file with `version 1`",
+                       source=lines[first.line - 1] if 0 < first.line <= len(lines) else src)
+            return
+        head = versions[0]
+        src = lines[head.span.line - 1]
+        if module.items[0] is not head:
+            self.error("GW004", head.span, "`version` must come before everything else",
+                       "move `version 1` to the top of the file", source=src)
+        if head.number.text not in SUPPORTED_VERSIONS:
+            self.error("GW004", head.number.span,
+                       f"unsupported policy version {head.number.text}",
+                       "this gpuwarden reads `version 1`", source=src)
+        for extra in versions[1:]:
+            self.error("GW004", extra.span, "a second `version` header",
+                       "keep one `version 1` at the top",
+                       source=lines[extra.span.line - 1])
+
+    def _include(self, path: Path, inc: ast.Include, stack: tuple[str, ...],
+                 lines: list[str]) -> bool:
+        src = lines[inc.span.line - 1]
+        target = inc.path.string
+        base = path.parent
+        if not target.strip():
+            self.error("GW015", inc.path.span, "include path is empty", source=src)
+            return False
+        if os.path.isabs(target):
+            self.error("GW015", inc.path.span, f"include path `{target}` is absolute",
+                       "includes are relative to the including file, so a policy set can be "
+                       "moved and checked anywhere", source=src)
+            return False
+        if _GLOB_CHARS & set(target):
+            matches = sorted(Path(p) for p in glob.glob(str(base / target), recursive=True)
+                             if Path(p).is_file())
+            if not matches:
+                self.error("GW103", inc.path.span, f"include `{target}` matches no files",
+                           f"looked in {display_path(base)}", Severity.WARNING, source=src)
+                return False
+        else:
+            candidate = base / target
+            if candidate.is_dir():
+                matches = sorted(candidate.glob(f"*{POLICY_SUFFIX}"))
+            elif candidate.is_file():
+                matches = [candidate]
+            else:
+                siblings = [p.name for p in candidate.parent.glob("*")] if (
+                    candidate.parent.is_dir()) else []
+                guess = closest(candidate.name, siblings)
+                hint = f"did you mean `{Path(target).parent / guess}`?" if guess else (
+                    f"paths are relative to {display_path(base)}")
+                self.error("GW015", inc.path.span,
+                           f"include `{target}` not found ({display_path(candidate)})",
+                           hint.replace("./", "") if guess else hint, source=src)
+                return False
+        defines = False
+        for m in matches:
+            defines = self.load_file(m, stack, (inc.path.span, src)) or defines
+        if not defines and not any(d.code == "GW016" and d.span == inc.path.span
+                                   for d in self.diagnostics):
+            self.error("GW103", inc.path.span, f"include `{target}` adds nothing",
+                       "the included files define no rules, defaults or unmanaged block",
+                       Severity.WARNING, source=src)
+        return defines
+
+
+def _read(path: Path) -> str:
+    return path.read_text("utf-8")
+
+
+def load_policy(paths: Iterable[Path | str], *, reader: _Reader | None = None) -> LoadResult:
+    """Load, include, validate and compile policy files.
+
+    `paths`: files, or directories (their `*.gwp` files, not recursive, in name order).  Order
+    matters for precedence: later files win ties.  Never raises for bad input.
+    """
+    loader = _Loader(reader or _read)
+    roots: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        shown = display_path(p)
+        if p.is_dir():
+            found = sorted(p.glob(f"*{POLICY_SUFFIX}"))
+            if not found:
+                loader.error("GW019", Span.point(shown), f"no policy files (*{POLICY_SUFFIX}) "
+                             f"in directory {shown}")
+            roots.extend(found)
+        elif p.exists():
+            roots.append(p)
+        else:
+            loader.error("GW019", Span.point(shown), f"{shown}: no such file or directory",
+                         f"give policy files (*{POLICY_SUFFIX}) or directories holding them")
+    if not roots and not loader.diagnostics:
+        loader.error("GW022", Span.point("<arguments>"), "no policy files given")
+    for root in roots:
+        loader.load_file(root, (), None)
+    return _finish(loader)
+
+
+def load_texts(files: Sequence[tuple[str, str]]) -> LoadResult:
+    """Compile in-memory files (name, text), without includes; for tests and tools."""
+    loader = _Loader(_read)
+    for name, text in files:
+        module, diags = parse(text, name)
+        loader.diagnostics.extend(diags)
+        if module is not None:
+            loader._check_version(module, text.splitlines())
+            for item in module.items:
+                if isinstance(item, ast.Include):
+                    loader.error("GW015", item.span, "includes need files on disk",
+                                 source=text.splitlines()[item.span.line - 1])
+            loader.modules.append(module)
+    return _finish(loader)
+
+
+def _finish(loader: _Loader) -> LoadResult:
+    files = tuple(m.file for m in loader.modules)
+    # Compile what parsed even when some file did not, so one run reports every error.
+    compiled, diags = compile_modules(loader.modules)
+    if any(d.is_error for d in loader.diagnostics):
+        diags = [d for d in diags if d.is_error]
+    all_diags = _sorted([*loader.diagnostics, *diags])
+    if any(d.is_error for d in all_diags):
+        compiled = None
+    return LoadResult(compiled, all_diags, files)
+
+
+def _sorted(diags: list[Diagnostic]) -> list[Diagnostic]:
+    return sorted(diags, key=lambda d: (d.span.file, d.span.line, d.span.col, d.code))

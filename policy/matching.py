@@ -1,0 +1,319 @@
+"""Match expressions: validation, compilation to predicates, and static analysis.
+
+Semantics (Kubernetes label-selector style): for a label / annotation / node_label that the
+workload does not have, `==`, `=~` and `in` are false, while `!=`, `!~` and `not in` are true;
+`has` tests presence.  Regexes must match the whole value (`re.fullmatch`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from policy import ast
+from policy.diagnostics import Diagnostic, Severity, Span, closest
+
+__all__ = [
+    "KEYED_FIELDS",
+    "PLAIN_FIELDS",
+    "Conjunct",
+    "Literal",
+    "Predicate",
+    "compile_expr",
+    "conjunct_satisfiable",
+    "dnf",
+    "implies",
+    "index_keys",
+    "validate_expr",
+]
+
+PLAIN_FIELDS = ("namespace", "name", "container", "node")
+KEYED_FIELDS = ("label", "annotation", "node_label")
+MAX_DNF = 64
+
+Predicate = Callable[[object], bool]
+
+
+# ---- validation
+
+
+def validate_expr(expr: ast.Expr, lines: list[str]) -> list[Diagnostic]:
+    out: list[Diagnostic] = []
+    stack: list[ast.Expr] = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, ast.And | ast.Or):
+            stack.extend(e.items)
+        elif isinstance(e, ast.Not):
+            stack.append(e.operand)
+        else:
+            out.extend(_check_field(e.field, isinstance(e, ast.Has), lines))
+            if isinstance(e, ast.Compare) and e.op in ("=~", "!~"):
+                out.extend(_check_regex(e.value, lines))
+    return sorted(out, key=lambda d: (d.span.line, d.span.col))
+
+
+def _err(code: str, span: Span, msg: str, lines: list[str], hint: str | None = None) -> Diagnostic:
+    src = lines[span.line - 1] if 0 < span.line <= len(lines) else ""
+    return Diagnostic(code, Severity.ERROR, span, msg, hint, src)
+
+
+def _check_field(field: ast.Field, is_has: bool, lines: list[str]) -> list[Diagnostic]:
+    name = field.name
+    if name in PLAIN_FIELDS:
+        if is_has:
+            return [_err("GW011", field.span, f"`has` needs a keyed field, not `{name}`", lines,
+                         "write `has label KEY`, `has annotation KEY` or `has node_label KEY`")]
+        if field.key is not None:
+            return [_err("GW011", field.span, f"`{name}` takes no key", lines,
+                         f"compare it directly: `{name} == \"value\"`")]
+        return []
+    if name in KEYED_FIELDS:
+        if field.key is None:
+            return [_err("GW011", field.span, f"`{name}` needs a key", lines,
+                         f'write `{name} KEY` or `{name} "example.com/key"`')]
+        if field.key == "":
+            return [_err("GW011", field.span, f"`{name}` key is empty", lines)]
+        return []
+    guess = closest(name, (*PLAIN_FIELDS, *KEYED_FIELDS, "labels", "annotations"))
+    guess = {"labels": "label", "annotations": "annotation"}.get(guess or "", guess)
+    valid = ", ".join((*PLAIN_FIELDS, *KEYED_FIELDS))
+    hint = f"did you mean `{guess}`? " if guess else ""
+    return [_err("GW010", field.name_span, f"unknown match field `{name}`", lines,
+                 f"{hint}valid fields: {valid}")]
+
+
+def _check_regex(value: ast.Value, lines: list[str]) -> list[Diagnostic]:
+    try:
+        re.compile(value.string)
+    except re.error as err:
+        col = value.span.col + 1 + (err.pos or 0)
+        span = Span(value.span.file, value.span.line, min(col, value.span.end_col - 1),
+                    value.span.line, min(col, value.span.end_col - 1) + 1)
+        return [_err("GW009", span, f"invalid regular expression: {err.msg}", lines,
+                     "regexes use Python `re` syntax and must match the whole value")]
+    return []
+
+
+# ---- compilation (only called on validated expressions)
+
+
+def _getter(field: ast.Field) -> Callable[[object], str | None]:
+    name, key = field.name, field.key
+    if name in PLAIN_FIELDS:
+        attr = name
+        return lambda w: getattr(w, attr)  # type: ignore[no-any-return]
+    attr = {"label": "labels", "annotation": "annotations", "node_label": "node_labels"}[name]
+    return lambda w: getattr(w, attr).get(key)  # type: ignore[no-any-return]
+
+
+def compile_expr(expr: ast.Expr) -> Predicate:
+    if isinstance(expr, ast.And):
+        parts = tuple(compile_expr(e) for e in expr.items)
+        return lambda w: all(p(w) for p in parts)
+    if isinstance(expr, ast.Or):
+        parts = tuple(compile_expr(e) for e in expr.items)
+        return lambda w: any(p(w) for p in parts)
+    if isinstance(expr, ast.Not):
+        inner = compile_expr(expr.operand)
+        return lambda w: not inner(w)
+    get = _getter(expr.field)
+    if isinstance(expr, ast.Has):
+        return lambda w: get(w) is not None
+    if isinstance(expr, ast.In):
+        values = frozenset(v.string for v in expr.values)
+        if expr.negated:
+            return lambda w: get(w) not in values
+        return lambda w: get(w) in values
+    target = expr.value.string
+    if expr.op == "==":
+        return lambda w: get(w) == target
+    if expr.op == "!=":
+        return lambda w: get(w) != target
+    pattern = re.compile(target)
+    if expr.op == "=~":
+        return lambda w: (v := get(w)) is not None and pattern.fullmatch(v) is not None
+    return lambda w: (v := get(w)) is None or pattern.fullmatch(v) is None
+
+
+# ---- static analysis over disjunctive normal form
+
+FieldId = tuple[str, str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Literal:
+    """One atom in negation normal form.  op: eq ne re nre in notin has nothas."""
+
+    field: FieldId
+    op: str
+    values: frozenset[str]  # eq/ne/re/nre: one value; in/notin: the set
+
+    @property
+    def value(self) -> str:
+        return next(iter(self.values))
+
+
+Conjunct = frozenset[Literal]
+
+_NEGATE = {"eq": "ne", "ne": "eq", "re": "nre", "nre": "re", "in": "notin", "notin": "in",
+           "has": "nothas", "nothas": "has"}
+_OPS = {"==": "eq", "!=": "ne", "=~": "re", "!~": "nre"}
+
+
+def _literal(expr: ast.Compare | ast.In | ast.Has, negate: bool) -> Literal:
+    fid: FieldId = (expr.field.name, expr.field.key)
+    if isinstance(expr, ast.Has):
+        op, values = "has", frozenset[str]()
+    elif isinstance(expr, ast.In):
+        op, values = ("notin" if expr.negated else "in"), frozenset(v.string for v in expr.values)
+    else:
+        op, values = _OPS[expr.op], frozenset({expr.value.string})
+    return Literal(fid, _NEGATE[op] if negate else op, values)
+
+
+def dnf(expr: ast.Expr | None, negate: bool = False) -> list[Conjunct] | None:
+    """The expression as a list of conjunctions (None when larger than MAX_DNF)."""
+    if expr is None:
+        return [frozenset()]
+    if isinstance(expr, ast.Not):
+        return dnf(expr.operand, not negate)
+    if isinstance(expr, ast.And | ast.Or):
+        parts = [dnf(e, negate) for e in expr.items]
+        if any(p is None for p in parts):
+            return None
+        conj = isinstance(expr, ast.And) != negate  # De Morgan
+        if not conj:
+            out = [c for p in parts for c in p]  # type: ignore[union-attr]
+            return out if len(out) <= MAX_DNF else None
+        result: list[Conjunct] = [frozenset()]
+        for p in parts:
+            result = [a | b for a, b in itertools.product(result, p)]  # type: ignore[arg-type]
+            if len(result) > MAX_DNF:
+                return None
+        return result
+    return [frozenset({_literal(expr, negate)})]
+
+
+@dataclass(slots=True)
+class _FieldFacts:
+    present: bool | None = None  # True required, False required absent, None unknown
+    candidates: frozenset[str] | None = None  # finite set of possible values
+    excluded: set[str] | None = None
+    regexes: list[str] | None = None
+    not_regexes: list[str] | None = None
+
+
+def _facts(conj: Conjunct) -> dict[FieldId, _FieldFacts] | None:
+    """Per field, what the conjunct requires; None when it is contradictory."""
+    facts: dict[FieldId, _FieldFacts] = {}
+    for lit in conj:
+        f = facts.setdefault(lit.field, _FieldFacts())
+        if lit.field[0] in PLAIN_FIELDS:
+            f.present = True
+        if lit.op in ("eq", "in", "re", "has"):
+            if f.present is False:
+                return None
+            f.present = True
+        if lit.op == "nothas":
+            if f.present is True:
+                return None
+            f.present = False
+        if lit.op in ("eq", "in"):
+            f.candidates = lit.values if f.candidates is None else f.candidates & lit.values
+        elif lit.op in ("ne", "notin"):
+            f.excluded = (f.excluded or set()) | set(lit.values)
+        elif lit.op == "re":
+            f.regexes = [*(f.regexes or []), lit.value]
+        elif lit.op == "nre":
+            f.not_regexes = [*(f.not_regexes or []), lit.value]
+    for f in facts.values():
+        if f.regexes and f.not_regexes and set(f.regexes) & set(f.not_regexes):
+            return None
+        if f.candidates is not None:
+            f.candidates = frozenset(v for v in f.candidates if _allowed(f, v))
+            if not f.candidates:
+                return None
+    return facts
+
+
+def _allowed(f: _FieldFacts, v: str) -> bool:
+    if f.excluded and v in f.excluded:
+        return False
+    if f.regexes and not all(re.fullmatch(r, v) for r in f.regexes):
+        return False
+    return not (f.not_regexes and any(re.fullmatch(r, v) for r in f.not_regexes))
+
+
+def conjunct_satisfiable(conj: Conjunct) -> bool:
+    return _facts(conj) is not None
+
+
+def implies(conj: Conjunct, target: Conjunct) -> bool:
+    """Whether every workload satisfying `conj` satisfies `target` (sound, not complete)."""
+    facts = _facts(conj)
+    if facts is None:
+        return True
+    return all(_implies_literal(conj, facts.get(lit.field), lit) for lit in target)
+
+
+def _implies_literal(conj: Conjunct, f: _FieldFacts | None, lit: Literal) -> bool:
+    if lit in conj:
+        return True
+    if f is None:
+        return False
+    cands = f.candidates
+    op = lit.op
+    if op == "has":
+        return f.present is True
+    if op == "nothas":
+        return f.present is False
+    if f.present is False:
+        return op in ("ne", "notin", "nre")
+    if cands is None:
+        return op in ("ne", "notin") and bool(f.excluded) and lit.values <= (f.excluded or set())
+    if op == "eq":
+        return cands == lit.values
+    if op == "in":
+        return cands <= lit.values
+    if op in ("ne", "notin"):
+        return not (cands & lit.values)
+    if op == "re":
+        return all(re.fullmatch(lit.value, v) for v in cands)
+    return not any(re.fullmatch(lit.value, v) for v in cands)
+
+
+def index_keys(conjuncts: list[Conjunct]) -> tuple[str, list[tuple[str | None, str]]] | None:
+    """How a rule can be indexed: ("namespace", [(None, ns)...]) or ("label", [(key, v)...]).
+
+    A rule is indexable under a field when every satisfiable conjunct pins that field to a
+    finite set of values; otherwise it goes to the scan list (None).
+    """
+    live = [(c, _facts(c)) for c in conjuncts]
+    live = [(c, f) for c, f in live if f is not None]
+    if not live:
+        return None
+    ns: list[tuple[str | None, str]] = []
+    for _, facts in live:
+        f = facts.get(("namespace", None))
+        if f is None or f.candidates is None:
+            break
+        ns.extend((None, v) for v in sorted(f.candidates))
+    else:
+        return "namespace", ns
+    labels: list[tuple[str | None, str]] = []
+    for _, facts in live:
+        best: tuple[str | None, frozenset[str]] | None = None
+        for (name, key), f in sorted(facts.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+            if name == "label" and f.candidates is not None and (
+                best is None or len(f.candidates) < len(best[1])
+            ):
+                best = (key, f.candidates)
+        if best is None:
+            return None
+        labels.extend((best[0], v) for v in sorted(best[1]))
+    return "label", labels
+
+

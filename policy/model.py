@@ -1,0 +1,165 @@
+"""What the policy is evaluated on (a `Workload`) and what it yields (an `EffectiveRule`).
+
+Plain frozen dataclasses with no Kubernetes types: the agent builds a `Workload` from a pod or
+from `gpuwarden run` flags, and reads the `EffectiveRule` fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+__all__ = [
+    "MIB",
+    "Action",
+    "CorePolicy",
+    "EffectiveRule",
+    "Mode",
+    "ResourceRequest",
+    "ViolationResponse",
+    "Workload",
+]
+
+MIB = 1 << 20
+
+Action = Literal["alert", "terminate", "kill"]
+AlertSeverity = Literal["info", "warning", "critical"]
+CorePolicy = Literal["default", "force", "disable"]
+Mode = Literal["audit", "enforce"]
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceRequest:
+    """What a container asked for (the `nvidia.com/*` limits); None = not requested."""
+
+    gpu: int | None = 1
+    gpumem_mib: int | None = None
+    gpumem_percentage: int | None = None
+    gpucores: int | None = None
+    priority: int | None = None  # 0 high, 1 low
+
+    def to_json(self) -> dict[str, int | None]:
+        return {
+            "gpu": self.gpu,
+            "gpumem_mib": self.gpumem_mib,
+            "gpumem_percentage": self.gpumem_percentage,
+            "gpucores": self.gpucores,
+            "priority": self.priority,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    namespace: str = "default"
+    name: str = ""
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    container: str = ""
+    node: str = ""
+    node_labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    request: ResourceRequest = field(default_factory=ResourceRequest)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "labels": dict(self.labels),
+            "annotations": dict(self.annotations),
+            "container": self.container,
+            "node": self.node,
+            "node_labels": dict(self.node_labels),
+            "request": self.request.to_json(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ViolationResponse:
+    """What happens when a workload exceeds its slice: `action` after `grace_seconds`."""
+
+    action: Action = "kill"
+    grace_seconds: float = 10.0
+    alert_name: str | None = None
+    severity: AlertSeverity = "critical"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "action": self.action,
+            "grace_seconds": self.grace_seconds,
+            "alert_name": self.alert_name,
+            "severity": self.severity,
+        }
+
+    def describe(self) -> str:
+        name = f' "{self.alert_name}"' if self.alert_name else ""
+        if self.action == "alert":
+            return f"alert{name} severity {self.severity}"
+        alert = f" alert{name}" if name else ""
+        return f"{self.action} after {self.grace_seconds:g}s{alert} severity {self.severity}"
+
+
+@dataclass(frozen=True)
+class EffectiveRule:
+    """The limits and responses that apply to one workload (or to unmanaged processes).
+
+    Memory: exactly one of `gpumem_mib` / `gpumem_percentage` is set, or neither (the whole GPU).
+    A cap written in the other unit than the request cannot be applied without the GPU's size; it
+    is kept in `gpumem_cap_mib` / `gpumem_cap_percentage` and `memory_limit_bytes` applies it.
+    """
+
+    denied: str | None
+    gpu: int
+    gpumem_mib: int | None
+    gpumem_percentage: int | None
+    gpucores: int
+    priority: int
+    core_policy: CorePolicy
+    mode: Mode
+    on_violation: ViolationResponse
+    compute_grace_seconds: float
+    bypass_tolerance_mib: int
+    decided_by: dict[str, str]
+    gpumem_cap_mib: int | None = None
+    gpumem_cap_percentage: int | None = None
+    matched_rules: tuple[str, ...] = ()
+    # Per field, one sentence on how the value came about (explain prints these).
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    def memory_limit_bytes(self, gpu_total_bytes: int) -> int:
+        """The per-GPU memory limit in bytes on a GPU of `gpu_total_bytes`."""
+        if gpu_total_bytes < 0:
+            raise ValueError(f"gpu_total_bytes must be >= 0, got {gpu_total_bytes}")
+        if self.gpumem_mib is not None:
+            limit = self.gpumem_mib * MIB
+        elif self.gpumem_percentage is not None:
+            limit = gpu_total_bytes * self.gpumem_percentage // 100
+        else:
+            limit = gpu_total_bytes
+        if self.gpumem_cap_mib is not None:
+            limit = min(limit, self.gpumem_cap_mib * MIB)
+        if self.gpumem_cap_percentage is not None:
+            limit = min(limit, gpu_total_bytes * self.gpumem_cap_percentage // 100)
+        return min(limit, gpu_total_bytes)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "denied": self.denied,
+            "gpu": self.gpu,
+            "gpumem_mib": self.gpumem_mib,
+            "gpumem_percentage": self.gpumem_percentage,
+            "gpumem_cap_mib": self.gpumem_cap_mib,
+            "gpumem_cap_percentage": self.gpumem_cap_percentage,
+            "gpucores": self.gpucores,
+            "priority": self.priority,
+            "core_policy": self.core_policy,
+            "mode": self.mode,
+            "on_violation": self.on_violation.to_json(),
+            "compute_grace_seconds": self.compute_grace_seconds,
+            "bypass_tolerance_mib": self.bypass_tolerance_mib,
+            "decided_by": dict(self.decided_by),
+            "matched_rules": list(self.matched_rules),
+            "reasons": dict(self.reasons),
+        }

@@ -1,0 +1,427 @@
+"""Text -> `ast.Module`, or diagnostics.  The one place where Lark errors become diagnostics."""
+
+from __future__ import annotations
+
+import functools
+import re
+from importlib import resources
+from typing import Any
+
+from lark import Lark, Token, Transformer_NonRecursive, v_args
+from lark.exceptions import (
+    LarkError,
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+    VisitError,
+)
+
+from policy import ast
+from policy.diagnostics import Diagnostic, Severity, Span, closest
+
+__all__ = ["STATEMENT_KEYWORDS", "TOP_KEYWORDS", "parse", "parser"]
+
+TOP_KEYWORDS = ("version", "include", "defaults", "unmanaged", "rule")
+STATEMENT_KEYWORDS = ("match", "default", "cap", "deny", "allow")
+# Settings a statement may start with; the compiler owns the per-block vocabularies, this list
+# only serves "did you mean" when a line does not parse at all.
+SETTING_WORDS = (
+    "priority",
+    "core_policy",
+    "mode",
+    "on_violation",
+    "compute_grace",
+    "bypass_tolerance",
+    "weight",
+    "gpu",
+    "gpumem",
+    "gpucores",
+)
+MAX_DEPTH = 200  # nesting of parentheses / `not`; deeper input gets GW021, not a RecursionError
+
+_TOKEN_NAMES = {
+    "_NL": "end of line",
+    "$END": "end of file",
+    "IDENT": "a name",
+    "STRING": 'a "string"',
+    "NUMBER": "a number",
+    "QUANTITY": "a quantity like 40GiB",
+    "CMP_OP": "a comparison (== != =~ !~)",
+    "RBRACE": "`}`",
+    "LBRACE": "`{`",
+}
+
+
+@functools.cache
+def parser() -> Lark:
+    grammar = resources.files("policy").joinpath("grammar/policy.lark").read_text("utf-8")
+    return Lark(
+        grammar,
+        parser="lalr",
+        lexer="contextual",
+        propagate_positions=True,
+        maybe_placeholders=False,
+    )
+
+
+def parse(text: str, file: str) -> tuple[ast.Module | None, list[Diagnostic]]:
+    """Parse one file.  Never raises on any input: problems come back as diagnostics."""
+    lines = text.splitlines()
+    source = text if text.endswith("\n") else text + "\n"
+    depth_error = _check_depth(source, file, lines)
+    if depth_error:
+        return None, [depth_error]
+    try:
+        tree = parser().parse(source)
+    except UnexpectedInput as err:
+        return None, [_convert(err, source, file, lines)]
+    except LarkError as err:  # any other Lark failure still gets a code and a place
+        return None, [_diag("GW001", Span.point(file), f"cannot parse: {err}", lines)]
+    try:
+        items = _ToAst(file).transform(tree)
+    except (VisitError, RecursionError) as err:
+        message = f"cannot build the syntax tree: {err}"
+        return None, [_diag("GW021", Span.point(file), message, lines)]
+    return ast.Module(file=file, text=text, items=tuple(items)), []
+
+
+# ---- Lark errors -> diagnostics (the only place)
+
+
+def _diag(code: str, span: Span, message: str, lines: list[str], hint: str | None = None,
+          related: tuple[tuple[Span, str], ...] = ()) -> Diagnostic:
+    src = lines[span.line - 1] if 0 < span.line <= len(lines) else ""
+    return Diagnostic(code, Severity.ERROR, span, message, hint, src, related)
+
+
+def _describe(token_type: str, value: str = "") -> str:
+    if token_type in _TOKEN_NAMES:
+        return _TOKEN_NAMES[token_type]
+    if value:
+        return f"`{value}`"
+    return token_type.lower()
+
+
+def _expected(expected: set[str] | frozenset[str]) -> str:
+    names = sorted({_describe(t, _literal(t)) for t in expected})
+    return ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+
+
+def _literal(token_type: str) -> str:
+    try:
+        for term in parser().terminals:
+            if term.name == token_type and term.pattern.type == "str":
+                return str(term.pattern.value)
+    except LarkError:  # pragma: no cover - the grammar is static
+        pass
+    return ""
+
+
+def _open_blocks(source: str, upto: int) -> list[tuple[int, int]]:
+    """(line, col) of each `{` still open at offset `upto`, ignoring strings and comments."""
+    stack: list[tuple[int, int]] = []
+    line, col, i = 1, 1, 0
+    in_str = False
+    while i < min(upto, len(source)):
+        ch = source[i]
+        if in_str:
+            if ch == "\\":
+                i += 1
+                col += 1
+            elif ch == '"' or ch == "\n":
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch == "#":
+            while i < len(source) and source[i] != "\n":
+                i += 1
+            continue
+        elif ch == "{":
+            stack.append((line, col))
+        elif ch == "}" and stack:
+            stack.pop()
+        if i < len(source) and source[i] == "\n":
+            line, col = line + 1, 1
+        else:
+            col += 1
+        i += 1
+    return stack
+
+
+def _first_word(line: str) -> tuple[str, int] | None:
+    m = re.match(r"[\t ]*([A-Za-z_][A-Za-z0-9_.\/-]*)", line)
+    return (m.group(1), m.start(1) + 1) if m else None
+
+
+def _convert(err: UnexpectedInput, source: str, file: str, lines: list[str]) -> Diagnostic:
+    line = getattr(err, "line", -1)
+    col = getattr(err, "column", -1)
+    if isinstance(err, UnexpectedEOF) or (
+        isinstance(err, UnexpectedToken) and err.token.type == "$END"
+    ):
+        line, col = len(lines) + 1, 1
+    if line is None or line < 1:
+        line, col = max(1, len(lines)), 1
+    offset = _offset(source, line, col)
+
+    # An unclosed `{` shows up as a surprise further down: at the next top-level keyword or at
+    # the end of the file.  Point at the block that was left open.
+    token = err.token if isinstance(err, UnexpectedToken) else None
+    at_eof = (token is None and isinstance(err, UnexpectedEOF)) or (
+        token is not None and token.type == "$END"
+    )
+    word = _first_word(lines[line - 1]) if 0 < line <= len(lines) else None
+    open_blocks = _open_blocks(source, offset)
+    if open_blocks and (at_eof or (word is not None and word[0] in TOP_KEYWORDS)):
+        bl, bc = open_blocks[-1]
+        opener = lines[bl - 1] if bl <= len(lines) else ""
+        head = opener.strip().rstrip("{").strip() or "block"
+        where = "the end of the file" if at_eof else f"`{word[0] if word else ''}` on line {line}"
+        start = (_first_word(opener) or ("", bc))[1]
+        span = Span(file, bl, start, bl, bc + 1)
+        return _diag("GW003", span, f"`{head}` block is never closed before {where}", lines,
+                     hint="add `}` on its own line where the block ends")
+
+    if isinstance(err, UnexpectedCharacters):
+        ch = source[offset] if offset < len(source) else ""
+        span = Span(file, line, col, line, col + 1)
+        if ch == '"':
+            return _diag("GW020", Span(file, line, col, line, len(lines[line - 1]) + 1),
+                         "unterminated string", lines,
+                         hint='close the string with `"` on the same line')
+        shown = repr(ch) if not ch.isprintable() or ch.isspace() else f"`{ch}`"
+        return _diag("GW001", span, f"unexpected character {shown}", lines,
+                     hint=f"expected {_expected(err.allowed)}" if err.allowed else None)
+
+    if token is not None and not at_eof:
+        # A misspelt keyword at the start of a statement parses as a setting name and fails
+        # on the next word; say what the word was meant to be.
+        if word is not None and word[1] <= col and token.type != "_NL":
+            guess = closest(word[0], (*TOP_KEYWORDS, *STATEMENT_KEYWORDS, *SETTING_WORDS))
+            known = word[0] in (*TOP_KEYWORDS, *STATEMENT_KEYWORDS, *SETTING_WORDS)
+            if guess and not known:
+                span = Span(file, line, word[1], line, word[1] + len(word[0]))
+                return _diag("GW002", span, f"unknown keyword `{word[0]}`", lines,
+                             hint=f"did you mean `{guess}`?")
+        text = str(token.value)
+        end = col + max(1, len(text.split("\n")[0]))
+        span = Span(file, line, col, line, end)
+        shown = "end of line" if token.type == "_NL" else f"`{text}`"
+        return _diag("GW001", span, f"unexpected {shown}", lines,
+                     hint=f"expected {_expected(err.expected)}" if err.expected else None)
+
+    span = Span(file, line, col, line, col + 1)
+    expected = getattr(err, "expected", None)
+    return _diag("GW001", span, "unexpected end of file", lines,
+                 hint=f"expected {_expected(expected)}" if expected else None)
+
+
+def _offset(source: str, line: int, col: int) -> int:
+    pos = 0
+    for _ in range(line - 1):
+        nxt = source.find("\n", pos)
+        if nxt < 0:
+            return len(source)
+        pos = nxt + 1
+    return min(len(source), pos + max(0, col - 1))
+
+
+def _check_depth(source: str, file: str, lines: list[str]) -> Diagnostic | None:
+    """Refuse absurd nesting up front so that no later recursion can overflow."""
+    depth = 0
+    nots = 0
+    line, line_start = 1, 0
+    for m in re.finditer(r'"(?:[^"\\\n]|\\[^\n])*"|#[^\n]*|\n|\(|\)|\bnot\b|[^\s()"#]+', source):
+        tok = m.group(0)
+        if tok == "\n":
+            line, line_start = line + 1, m.end()
+            continue
+        if tok == "(":
+            depth += 1
+        elif tok == ")":
+            depth = max(0, depth - 1)
+        nots = nots + 1 if tok == "not" else 0
+        if depth > MAX_DEPTH or nots > MAX_DEPTH:
+            col = m.start() - line_start + 1
+            return _diag("GW021", Span(file, line, col, line, col + len(tok)),
+                         f"expression nested more than {MAX_DEPTH} levels deep", lines,
+                         hint="split the match into simpler rules")
+    return None
+
+
+# ---- tree -> AST
+
+
+def _span(file: str, first: Any, last: Any | None = None) -> Span:
+    last = first if last is None else last
+    return Span(file, first.line, first.column, last.end_line, last.end_column)
+
+
+def _tspan(file: str, tok: Token) -> Span:
+    return Span(file, tok.line or 1, tok.column or 1, tok.end_line or 1, tok.end_column or 1)
+
+
+def _tokens(children: list[Any]) -> list[Any]:
+    return [c for c in children if not (isinstance(c, Token) and c.type in ("NOT", "__ANON"))]
+
+
+class _ToAst(Transformer_NonRecursive):
+    def __init__(self, file: str) -> None:
+        super().__init__()
+        self.file = file
+
+    def _s(self, meta: Any) -> Span:
+        return Span(self.file, meta.line, meta.column, meta.end_line, meta.end_column)
+
+    def _stmt(self, meta: Any, last: Any) -> Span:
+        """From the statement's first token to the end of `last` (a token or a node with .span)."""
+        end = last.span if hasattr(last, "span") else _tspan(self.file, last)
+        return Span(self.file, meta.line, meta.column, end.end_line, end.end_col)
+
+    # values
+    def _value(self, kind: str, children: list[Token]) -> ast.Value:
+        tok = children[0]
+        return ast.Value(kind, str(tok), _tspan(self.file, tok))
+
+    def quantity(self, c: list[Token]) -> ast.Value:
+        return self._value("quantity", c)
+
+    def number(self, c: list[Token]) -> ast.Value:
+        return self._value("number", c)
+
+    def string(self, c: list[Token]) -> ast.Value:
+        return self._value("string", c)
+
+    def word(self, c: list[Token]) -> ast.Value:
+        return self._value("word", c)
+
+    # expressions
+    @v_args(meta=True)
+    def field(self, meta: Any, c: list[Token]) -> ast.Field:
+        name = c[0]
+        key = c[1] if len(c) > 1 else None
+        key_text = None
+        if key is not None:
+            key_text = ast.unquote(str(key)) if key.type == "STRING" else str(key)
+        return ast.Field(str(name), key_text, key is not None and key.type == "STRING",
+                         self._s(meta), _tspan(self.file, name))
+
+    @v_args(meta=True)
+    def compare(self, meta: Any, c: list[Any]) -> ast.Compare:
+        field, op, value = c
+        return ast.Compare(field, str(op), ast.Value("string", str(value),
+                                                     _tspan(self.file, value)), self._s(meta))
+
+    def _in(self, meta: Any, c: list[Any], negated: bool) -> ast.In:
+        parts = [x for x in _tokens(c) if not (isinstance(x, Token) and x.type != "STRING")]
+        field, lst = parts[0], parts[-1]
+        return ast.In(field, lst, negated, self._s(meta))
+
+    @v_args(meta=True)
+    def in_(self, meta: Any, c: list[Any]) -> ast.In:
+        return self._in(meta, c, False)
+
+    @v_args(meta=True)
+    def not_in(self, meta: Any, c: list[Any]) -> ast.In:
+        return self._in(meta, c, True)
+
+    def list(self, c: list[Token]) -> tuple[ast.Value, ...]:
+        return tuple(ast.Value("string", str(t), _tspan(self.file, t)) for t in c
+                     if isinstance(t, Token) and t.type == "STRING")
+
+    @v_args(meta=True)
+    def has(self, meta: Any, c: list[Any]) -> ast.Has:
+        return ast.Has(c[-1], self._s(meta))
+
+    @v_args(meta=True)
+    def not_(self, meta: Any, c: list[Any]) -> ast.Not:
+        return ast.Not(c[-1], self._s(meta))
+
+    @v_args(meta=True)
+    def and_(self, meta: Any, c: list[Any]) -> ast.And:
+        left, right = c[0], c[-1]
+        items = (*left.items, right) if isinstance(left, ast.And) else (left, right)
+        return ast.And(items, self._s(meta))
+
+    @v_args(meta=True)
+    def or_(self, meta: Any, c: list[Any]) -> ast.Or:
+        left, right = c[0], c[-1]
+        items = (*left.items, right) if isinstance(left, ast.Or) else (left, right)
+        return ast.Or(items, self._s(meta))
+
+    # statements
+    @v_args(meta=True)
+    def match(self, meta: Any, c: list[Any]) -> ast.Match:
+        return ast.Match(c[-1], self._stmt(meta, c[-1]))
+
+    @v_args(meta=True)
+    def assign(self, meta: Any, c: list[Any]) -> ast.Assign:
+        key, value = c
+        return ast.Assign(str(key), _tspan(self.file, key), value, self._stmt(meta, value))
+
+    @v_args(meta=True)
+    def default(self, meta: Any, c: list[Any]) -> ast.Default:
+        return ast.Default(tuple(c[1:]), self._stmt(meta, c[-1]))
+
+    @v_args(meta=True)
+    def cap_item(self, meta: Any, c: list[Any]) -> ast.CapItem:
+        key, value = c
+        return ast.CapItem(str(key), _tspan(self.file, key), value, self._stmt(meta, value))
+
+    @v_args(meta=True)
+    def cap(self, meta: Any, c: list[Any]) -> ast.Cap:
+        items = tuple(x for x in c if isinstance(x, ast.CapItem))
+        last = c[-1]
+        behaviour = None
+        if isinstance(last, Token) and last.type == "IDENT":
+            behaviour = ast.Value("word", str(last), _tspan(self.file, last))
+        return ast.Cap(items, behaviour, self._stmt(meta, behaviour or items[-1]))
+
+    @v_args(meta=True)
+    def deny(self, meta: Any, c: list[Any]) -> ast.Admission:
+        reason = None
+        if len(c) > 1:
+            reason = ast.Value("string", str(c[1]), _tspan(self.file, c[1]))
+        return ast.Admission(False, reason, self._stmt(meta, reason or c[0]))
+
+    @v_args(meta=True)
+    def allow(self, meta: Any, c: list[Any]) -> ast.Admission:
+        return ast.Admission(True, None, self._stmt(meta, c[0]))
+
+    @v_args(meta=True)
+    def setting(self, meta: Any, c: list[Any]) -> ast.Setting:
+        key = c[0]
+        return ast.Setting(str(key), _tspan(self.file, key), tuple(c[1:]), self._stmt(meta, c[-1]))
+
+    # blocks and items
+    def block(self, c: list[Any]) -> tuple[list[ast.Stmt], Token]:
+        return [x for x in c if not isinstance(x, Token)], c[-1]
+
+    def _block(self, kind: str, keyword: Token, name: ast.Value | None,
+               body: tuple[list[ast.Stmt], Token]) -> ast.Block:
+        stmts, rbrace = body
+        span = _span(self.file, keyword, rbrace)
+        return ast.Block(kind, name, tuple(stmts), span, _tspan(self.file, keyword))
+
+    def defaults(self, c: list[Any]) -> ast.Block:
+        return self._block("defaults", c[0], None, c[1])
+
+    def unmanaged(self, c: list[Any]) -> ast.Block:
+        return self._block("unmanaged", c[0], None, c[1])
+
+    def rule(self, c: list[Any]) -> ast.Block:
+        name = ast.Value("string", str(c[1]), _tspan(self.file, c[1]))
+        return self._block("rule", c[0], name, c[2])
+
+    def version(self, c: list[Token]) -> ast.Version:
+        num = ast.Value("number", str(c[1]), _tspan(self.file, c[1]))
+        return ast.Version(num, _span(self.file, c[0], c[1]))
+
+    def include(self, c: list[Token]) -> ast.Include:
+        path = ast.Value("string", str(c[1]), _tspan(self.file, c[1]))
+        return ast.Include(path, _span(self.file, c[0], c[1]))
+
+    def start(self, c: list[Any]) -> list[ast.Item]:
+        return list(c)
+
