@@ -1,0 +1,295 @@
+/* core.c: see core.h. */
+#include "core.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "budget.h"
+#include "env.h"
+#include "log.h"
+#include "real.h"
+
+struct vgpu_core vgpu_core;
+int vgpu_core_state;
+__thread int vgpu_in_driver __attribute__((tls_model("initial-exec")));
+
+static pthread_once_t vgpu_core_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t vgpu_slot_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t vgpu_last_reclaim_ns;
+
+static const char *vgpu_getenv(const char *name)
+{
+    return getenv(name);
+}
+
+static void vgpu_open_region(void)
+{
+    const char *path = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+    char why[256];
+    if (path != NULL && path[0] != '\0') {
+        if (vgpu_region_open(path, &vgpu_core.region, why, sizeof why) == 0)
+            return;
+        vgpu_log(VGPU_LOG_ERROR, "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s: refusing this region: %s; "
+                 "to stay inside the container's limit, this process admits no device memory "
+                 "(allocations fail with CUDA_ERROR_OUT_OF_MEMORY)", path, why);
+        vgpu_core.refuse_all = 1;
+    }
+    if (vgpu_region_open_private(&vgpu_core.region) != 0) {
+        vgpu_log(VGPU_LOG_ERROR, "cannot map a process-local region; admitting no device memory");
+        vgpu_core.region.r = NULL;
+        vgpu_core.refuse_all = 1;
+    }
+}
+
+/* CUDA ordinal -> UUID -> region entry, for every device CUDA shows this process. */
+static void vgpu_map_devices(const struct vgpu_env_limits *lim)
+{
+    int count = 0;
+    if (vgpu_cuda_ready() != 0 || vgpu_cu.cuInit == NULL || vgpu_cu.cuInit(0) != CUDA_SUCCESS ||
+        vgpu_cu.cuDeviceGetCount(&count) != CUDA_SUCCESS)
+        return;
+    if (count > (int)VGPU_MAX_DEVICES) {
+        vgpu_log(VGPU_LOG_WARN, "%d devices visible, only the first %u are limited", count,
+                 VGPU_MAX_DEVICES);
+        count = (int)VGPU_MAX_DEVICES;
+    }
+    __typeof__(vgpu_cu.cuDeviceGetUuid) get_uuid =
+        vgpu_cu.cuDeviceGetUuid_v2 != NULL ? vgpu_cu.cuDeviceGetUuid_v2 : vgpu_cu.cuDeviceGetUuid;
+    for (int i = 0; i < count; i++) {
+        CUuuid uuid;
+        vgpu_core.entry[i] = -1;
+        if (vgpu_cu.cuDeviceGet(&vgpu_core.cu_dev[i], i) != CUDA_SUCCESS || get_uuid == NULL ||
+            get_uuid(&uuid, vgpu_core.cu_dev[i]) != CUDA_SUCCESS)
+            continue;
+        uint64_t limit = vgpu_core.refuse_all ? 0 : lim->limit[i];
+        vgpu_core.entry[i] = vgpu_region_add_device(&vgpu_core.region,
+                                                    (const uint8_t *)uuid.bytes, limit);
+        if (vgpu_core.entry[i] < 0)
+            vgpu_log(VGPU_LOG_ERROR, "the region has no free device entry for CUDA device %d", i);
+    }
+    vgpu_core.ndev = count;
+}
+
+static void vgpu_after_fork_child(void)
+{
+    /* the parent's allocations and slot are not the child's */
+    __atomic_store_n(&vgpu_core.slot, NULL, __ATOMIC_RELAXED);
+    memset(vgpu_core.ctx_charged, 0, sizeof vgpu_core.ctx_charged);
+    pthread_mutex_init(&vgpu_slot_lock, NULL);
+    vgpu_ptrtab_reset(&vgpu_core.ptrs);
+    vgpu_ptrtab_reset(&vgpu_core.handles);
+    vgpu_ptrtab_reset(&vgpu_core.arrays);
+    if (vgpu_core.region.fd < 0 && vgpu_core.region.r != NULL) {
+        /* a process-local region was copied: start it empty */
+        for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++)
+            vgpu_core.region.r->devices[d].used_bytes = 0;
+        memset(vgpu_core.region.r->procs, 0, sizeof vgpu_core.region.r->procs);
+    }
+}
+
+static void vgpu_at_exit(void)
+{
+    struct vgpu_region_proc *s = __atomic_load_n(&vgpu_core.slot, __ATOMIC_ACQUIRE);
+    if (s != NULL && vgpu_core.region.fd >= 0 && s->pid == (uint32_t)getpid())
+        vgpu_region_release_slot(vgpu_core.region.r, s);
+}
+
+static void vgpu_core_init_once(void)
+{
+    struct vgpu_env_limits lim;
+    vgpu_log_init();
+    for (unsigned i = 0; i < VGPU_MAX_DEVICES; i++)
+        vgpu_core.entry[i] = -1;
+    vgpu_env_memory_limits(vgpu_getenv, &lim);
+    if (vgpu_ptrtab_init(&vgpu_core.ptrs, 16) != 0 || vgpu_ptrtab_init(&vgpu_core.handles, 14) != 0 ||
+        vgpu_ptrtab_init(&vgpu_core.arrays, 12) != 0)
+        vgpu_log(VGPU_LOG_ERROR, "cannot map the allocation tables; frees use the overflow list");
+    vgpu_open_region();
+    if (vgpu_core.region.r != NULL) {
+        vgpu_map_devices(&lim);
+        if (vgpu_core.region.fd >= 0)
+            vgpu_region_reclaim(&vgpu_core.region, vgpu_proc_alive);
+    }
+    pthread_atfork(NULL, NULL, vgpu_after_fork_child);
+    atexit(vgpu_at_exit);
+    __atomic_store_n(&vgpu_core_state, 1, __ATOMIC_RELEASE);
+}
+
+int vgpu_core_init(void)
+{
+    pthread_once(&vgpu_core_once, vgpu_core_init_once);
+    return vgpu_core.region.r != NULL ? 0 : -1;
+}
+
+int vgpu_entry_of(CUdevice dev)
+{
+    for (int i = 0; i < vgpu_core.ndev; i++)
+        if (vgpu_core.cu_dev[i] == dev)
+            return vgpu_core.entry[i];
+    return -1;
+}
+
+int vgpu_current_entry(void)
+{
+    CUdevice dev;
+    if (vgpu_cu.cuCtxGetDevice == NULL || vgpu_cu.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+        return -1;
+    return vgpu_entry_of(dev);
+}
+
+static int vgpu_parse_uuid(const char *text, uint8_t out[16])
+{
+    /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (or MIG-): 32 hex digits, dashes ignored */
+    const char *p = strchr(text, '-');
+    if (p == NULL)
+        return -1;
+    unsigned n = 0;
+    for (p++; *p != '\0' && n < 32; p++) {
+        int v;
+        if (*p == '-')
+            continue;
+        if (*p >= '0' && *p <= '9')
+            v = *p - '0';
+        else if (*p >= 'a' && *p <= 'f')
+            v = *p - 'a' + 10;
+        else if (*p >= 'A' && *p <= 'F')
+            v = *p - 'A' + 10;
+        else
+            return -1;
+        if (n % 2 == 0)
+            out[n / 2] = (uint8_t)(v << 4);
+        else
+            out[n / 2] = (uint8_t)(out[n / 2] | v);
+        n++;
+    }
+    return n == 32 ? 0 : -1;
+}
+
+int vgpu_entry_of_nvml(nvmlDevice_t device)
+{
+    char text[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    uint8_t uuid[16];
+    if (vgpu_core_ready() != 0 || vgpu_nvml.nvmlDeviceGetUUID == NULL ||
+        vgpu_nvml.nvmlDeviceGetUUID(device, text, sizeof text) != NVML_SUCCESS ||
+        vgpu_parse_uuid(text, uuid) != 0)
+        return -1;
+    return vgpu_region_find_device(vgpu_core.region.r, uuid);
+}
+
+static struct vgpu_region_proc *vgpu_slot(void)
+{
+    struct vgpu_region_proc *s = __atomic_load_n(&vgpu_core.slot, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(s != NULL, 1))
+        return s;
+    pthread_mutex_lock(&vgpu_slot_lock); /* once per process */
+    s = vgpu_core.slot;
+    if (s == NULL) {
+        uint32_t pid = (uint32_t)getpid();
+        s = vgpu_region_claim_slot(vgpu_core.region.r, pid, vgpu_proc_start_time(pid));
+        if (s == NULL && vgpu_core.region.fd >= 0) {
+            vgpu_region_reclaim(&vgpu_core.region, vgpu_proc_alive);
+            s = vgpu_region_claim_slot(vgpu_core.region.r, pid, vgpu_proc_start_time(pid));
+        }
+        if (s == NULL)
+            vgpu_log(VGPU_LOG_WARN, "no free process slot in the region; this process's usage "
+                     "is counted for the container but not per process");
+        __atomic_store_n(&vgpu_core.slot, s, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&vgpu_slot_lock);
+    return s;
+}
+
+static uint64_t vgpu_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void vgpu_maybe_reclaim(void)
+{
+    if (vgpu_core.region.fd < 0)
+        return;
+    uint64_t now = vgpu_now_ns();
+    uint64_t last = __atomic_load_n(&vgpu_last_reclaim_ns, __ATOMIC_RELAXED);
+    if (now - last < 100000000u ||
+        !__atomic_compare_exchange_n(&vgpu_last_reclaim_ns, &last, now, 0, __ATOMIC_RELAXED,
+                                     __ATOMIC_RELAXED))
+        return;
+    vgpu_region_reclaim(&vgpu_core.region, vgpu_proc_alive);
+}
+
+int vgpu_admit(int entry, uint64_t bytes)
+{
+    if (vgpu_core.refuse_all)
+        return -1;
+    unsigned e = (unsigned)entry;
+    if (__builtin_expect(__atomic_load_n(&vgpu_core.ctx_charged[e], __ATOMIC_RELAXED) == 0, 0))
+        vgpu_charge_context(entry);
+    struct vgpu_region_proc *s = vgpu_slot();
+    if (vgpu_budget_reserve(vgpu_core.region.r, s, e, bytes) == 0)
+        return 0;
+    /* before refusing: give back what dead processes still hold, then try once more */
+    if (vgpu_core.region.fd < 0 || vgpu_region_reclaim(&vgpu_core.region, vgpu_proc_alive) == 0)
+        return -1;
+    return vgpu_budget_reserve(vgpu_core.region.r, s, e, bytes);
+}
+
+void vgpu_release(int entry, uint64_t bytes)
+{
+    vgpu_budget_release(vgpu_core.region.r, vgpu_slot(), (unsigned)entry, bytes);
+}
+
+/* This process's context overhead on an entry: NVML's per-process usage minus what the shim
+ * already counted for this process there.  0 when NVML does not list this pid (another PID
+ * namespace) or is absent; documented in docs/libvgpu.md. */
+static uint64_t vgpu_measure_context(int entry, struct vgpu_region_proc *s)
+{
+    nvmlProcessInfo_t infos[64];
+    nvmlDevice_t dev;
+    char text[48];
+    const uint8_t *u = vgpu_core.region.r->devices[entry].uuid;
+    if (vgpu_nvml_ready() != 0 || vgpu_nvml.nvmlInit_v2 == NULL ||
+        vgpu_nvml.nvmlInit_v2() != NVML_SUCCESS)
+        return 0;
+    snprintf(text, sizeof text,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+             u[15]);
+    unsigned n = 64;
+    uint64_t overhead = 0;
+    if (vgpu_nvml.nvmlDeviceGetHandleByUUID(text, &dev) == NVML_SUCCESS &&
+        vgpu_nvml.nvmlDeviceGetComputeRunningProcesses_v3 != NULL &&
+        vgpu_nvml.nvmlDeviceGetComputeRunningProcesses_v3(dev, &n, infos) == NVML_SUCCESS) {
+        uint64_t tracked = s != NULL ? __atomic_load_n(&s->used_bytes[entry], __ATOMIC_RELAXED)
+                                     : 0;
+        for (unsigned i = 0; i < n && i < 64; i++)
+            if (infos[i].pid == (unsigned)getpid() && infos[i].usedGpuMemory > tracked &&
+                infos[i].usedGpuMemory != (unsigned long long)NVML_VALUE_NOT_AVAILABLE)
+                overhead = infos[i].usedGpuMemory - tracked;
+    }
+    vgpu_nvml.nvmlShutdown();
+    return overhead;
+}
+
+void vgpu_charge_context(int entry)
+{
+    uint32_t zero = 0;
+    if (entry < 0 || vgpu_core.region.r == NULL ||
+        !__atomic_compare_exchange_n(&vgpu_core.ctx_charged[entry], &zero, 1, 0,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        return;
+    struct vgpu_region_proc *s = vgpu_slot();
+    uint64_t bytes = vgpu_measure_context(entry, s);
+    vgpu_log(VGPU_LOG_INFO, "context overhead on device entry %d: %llu bytes", entry,
+             (unsigned long long)bytes);
+    if (bytes == 0)
+        return;
+    vgpu_budget_charge(vgpu_core.region.r, s, (unsigned)entry, bytes);
+    if (s != NULL)
+        __atomic_fetch_add(&s->context_bytes[entry], bytes, __ATOMIC_RELAXED);
+}

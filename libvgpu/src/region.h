@@ -1,0 +1,50 @@
+/* region.h: opening, validating and maintaining the shared region (layout: vgpu_region.h).
+ * Nothing here is on a hot path: open, device registration, slot claim and reclaim of dead
+ * processes run at start, after fork, before refusing an allocation and on memory queries. */
+#ifndef VGPU_REGION_OPS_H
+#define VGPU_REGION_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vgpu_region.h"
+
+struct vgpu_region_handle {
+    struct vgpu_region *r;
+    int fd; /* -1 for a process-local region */
+};
+
+/* Map the region file at path, creating and formatting it if empty.  0, or -1 with why filled
+ * (foreign file, wrong size, magic or version, I/O error). */
+int vgpu_region_open(const char *path, struct vgpu_region_handle *h, char *why, size_t why_len);
+/* A process-local region (no file): anonymous memory, formatted. */
+int vgpu_region_open_private(struct vgpu_region_handle *h);
+
+/* Check a mapped region's header: 0, or -1 with why filled. */
+int vgpu_region_validate(const struct vgpu_region *r, uint64_t file_bytes, char *why,
+                         size_t why_len);
+void vgpu_region_format(struct vgpu_region *r);
+
+/* Device entry index for uuid, or -1. */
+int vgpu_region_find_device(const struct vgpu_region *r, const uint8_t uuid[16]);
+/* Find or add (under the file lock) the entry for uuid; a new entry gets limit.  Index or -1
+ * when all entries are taken. */
+int vgpu_region_add_device(struct vgpu_region_handle *h, const uint8_t uuid[16], uint64_t limit);
+
+/* Liveness of a slot's owner: 1 alive, 0 dead (or pid reused). */
+typedef int (*vgpu_alive_fn)(uint32_t pid, uint64_t start_time);
+int vgpu_proc_alive(uint32_t pid, uint64_t start_time);
+/* Field 22 of /proc/<pid>/stat; 0 when unreadable. */
+uint64_t vgpu_proc_start_time(uint32_t pid);
+
+/* Claim a free slot for (pid, start_time); NULL when none is free. */
+struct vgpu_region_proc *vgpu_region_claim_slot(struct vgpu_region *r, uint32_t pid,
+                                                uint64_t start_time);
+/* Free a slot, giving back what it still counts (used at exit of the owner). */
+void vgpu_region_release_slot(struct vgpu_region *r, struct vgpu_region_proc *slot);
+/* Reclaim slots whose owner is dead; when no slot is left active, reset leaked device counters.
+ * Takes the file lock (reclaimers exclude each other; allocating processes never wait).
+ * Returns the number of slots reclaimed. */
+int vgpu_region_reclaim(struct vgpu_region_handle *h, vgpu_alive_fn alive);
+
+#endif /* VGPU_REGION_OPS_H */
