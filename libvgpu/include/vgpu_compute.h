@@ -10,9 +10,10 @@
  *       the first shim process of the container (from CUDA_TASK_PRIORITY and
  *       GPU_CORE_UTILIZATION_POLICY, config_state 0 -> 1 -> 2) or the agent when it creates the
  *       region (it then stores config_state = 2 last).  Later processes take them from here.
- *   device.limit_pct
- *       configured gpucores of this device: the first shim process (CUDA_DEVICE_SM_LIMIT[_<i>])
- *       when it fills the device entry; anyone may change it at run time (the agent, the CLI):
+ *   device.limit_pct, device.config_state
+ *       configured gpucores of this device: the first shim process that finds config_state 0
+ *       (CUDA_DEVICE_SM_LIMIT[_<i>]; it sets config_state 1), or the agent (then sets it 1);
+ *       anyone may change it at run time (the agent, the CLI):
  *       every process applies a new value within one tick (10 ms).
  *   device.agent_limit_pct, device.agent_yield
  *       the agent only: overrides that win over the policy/priority table.
@@ -55,7 +56,7 @@ struct vgpu_compute_device {
     uint32_t agent_yield;     /* enum vgpu_compute_agent_yield */
     uint32_t effective_pct;   /* what the shims pace to now, 0 = not paced */
     uint32_t flags;           /* VGPU_COMPUTE_FLAG_* */
-    uint32_t reserved0;
+    uint32_t config_state;    /* 0 blank, 1 limit_pct written by a shim (from its env) */
     uint64_t charged_ns;      /* estimated GPU ns of paced launches (monotonic counter) */
     uint64_t waited_ns;       /* ns paced launches waited (pacer and yield; monotonic) */
     uint64_t launches;        /* launches that went through the gate (monotonic) */

@@ -1,92 +1,206 @@
-/* hooks_launch.c: the launch entry points.  For now plain forwarders to the real driver (no
- * compute limit); the compute limiter (issue 7) owns this file and gates launches here. */
-#include "hook.h"
+/* hooks_launch.c: every launch path the compute limiter governs (docs/compute.md).
+ *
+ * Every hook has the same shape:
+ *   fast path (one relaxed load, compute.h) -> real call;
+ *   otherwise: real driver loaded? -> re-entry -> gate (may wait) -> real call -> leave.
+ * The cost signature of a kernel launch is its function and geometry; of a graph launch, the
+ * executable graph.  A `_ptsz` launch on stream 0 goes to the per-thread default stream, and so
+ * do the gate's measurements. */
+#include <stdint.h>
 
-CUresult vgpu_hook_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                  unsigned int gridDimZ, unsigned int blockDimX,
-                                  unsigned int blockDimY, unsigned int blockDimZ,
-                                  unsigned int sharedMemBytes, CUstream hStream,
-                                  void **kernelParams, void **extra)
+#include "compute.h"
+#include "core.h"
+#include "hook.h"
+#include "limiter.h"
+
+#define VGPU_GRAPH_KEY_MARK 0xffffffffu /* no kernel has this geometry */
+
+static CUstream vgpu_ptds(CUstream s)
+{
+    return s == NULL ? CU_STREAM_PER_THREAD : s;
+}
+
+static uint64_t vgpu_kernel_key(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                unsigned by, unsigned bz, unsigned shmem)
+{
+    return lim_cost_key((uint64_t)(uintptr_t)f, gx, gy, gz, bx, by, bz, shmem);
+}
+
+static uint64_t vgpu_graph_key(CUgraphExec g)
+{
+    return lim_cost_key((uint64_t)(uintptr_t)g, VGPU_GRAPH_KEY_MARK, VGPU_GRAPH_KEY_MARK,
+                        VGPU_GRAPH_KEY_MARK, 0, 0, 0, 0);
+}
+
+/* 0: take the gate; otherwise the result to return when the real entry point is missing. */
+static CUresult vgpu_launch_ready(void *real)
 {
     if (vgpu_cuda_ready() != 0)
         return CUDA_ERROR_NOT_INITIALIZED;
-    return vgpu_cu.cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
-                                  blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
+    return real == NULL ? CUDA_ERROR_NOT_SUPPORTED : CUDA_SUCCESS;
+}
+
+/* ---- cuLaunchKernel -------------------------------------------------------------------------- */
+
+CUresult vgpu_hook_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                  unsigned int bx, unsigned int by, unsigned int bz,
+                                  unsigned int shmem, CUstream s, void **params, void **extra)
+{
+    if (vgpu_compute_fast())
+        return vgpu_cu.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+    CUresult rc = vgpu_launch_ready((void *)vgpu_cu.cuLaunchKernel);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (vgpu_in_driver)
+        return vgpu_cu.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+    struct vgpu_gate g;
+    vgpu_compute_enter(&g, vgpu_kernel_key(f, gx, gy, gz, bx, by, bz, shmem), s);
+    rc = vgpu_cu.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+    vgpu_compute_leave(&g, s, rc);
+    return rc;
 }
 VGPU_EXPORT_HOOK(cuLaunchKernel);
 
-CUresult vgpu_hook_cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                       unsigned int gridDimZ, unsigned int blockDimX,
-                                       unsigned int blockDimY, unsigned int blockDimZ,
-                                       unsigned int sharedMemBytes, CUstream hStream,
-                                       void **kernelParams, void **extra)
+CUresult vgpu_hook_cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                       unsigned int gz, unsigned int bx, unsigned int by,
+                                       unsigned int bz, unsigned int shmem, CUstream s,
+                                       void **params, void **extra)
 {
-    if (vgpu_cuda_ready() != 0)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    return vgpu_cu.cuLaunchKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
-                                       blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
+    if (vgpu_compute_fast())
+        return vgpu_cu.cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+    CUresult rc = vgpu_launch_ready((void *)vgpu_cu.cuLaunchKernel_ptsz);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (vgpu_in_driver)
+        return vgpu_cu.cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+    struct vgpu_gate g;
+    vgpu_compute_enter(&g, vgpu_kernel_key(f, gx, gy, gz, bx, by, bz, shmem), vgpu_ptds(s));
+    rc = vgpu_cu.cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+    vgpu_compute_leave(&g, vgpu_ptds(s), rc);
+    return rc;
 }
 VGPU_EXPORT_HOOK(cuLaunchKernel_ptsz);
 
-CUresult vgpu_hook_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
-                                    void **kernelParams, void **extra)
+/* ---- cuLaunchKernelEx -------------------------------------------------------------------------- */
+
+static uint64_t vgpu_config_key(const CUlaunchConfig *c, CUfunction f)
 {
-    if (vgpu_cuda_ready() != 0)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    return vgpu_cu.cuLaunchKernelEx(config, f, kernelParams, extra);
+    return vgpu_kernel_key(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+                           c->blockDimZ, c->sharedMemBytes);
+}
+
+CUresult vgpu_hook_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params,
+                                    void **extra)
+{
+    if (vgpu_compute_fast())
+        return vgpu_cu.cuLaunchKernelEx(config, f, params, extra);
+    CUresult rc = vgpu_launch_ready((void *)vgpu_cu.cuLaunchKernelEx);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (vgpu_in_driver || config == NULL) /* the driver reports a NULL config */
+        return vgpu_cu.cuLaunchKernelEx(config, f, params, extra);
+    struct vgpu_gate g;
+    vgpu_compute_enter(&g, vgpu_config_key(config, f), config->hStream);
+    rc = vgpu_cu.cuLaunchKernelEx(config, f, params, extra);
+    vgpu_compute_leave(&g, config->hStream, rc);
+    return rc;
 }
 VGPU_EXPORT_HOOK(cuLaunchKernelEx);
 
 CUresult vgpu_hook_cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
-                                         void **kernelParams, void **extra)
+                                         void **params, void **extra)
 {
-    if (vgpu_cuda_ready() != 0)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    return vgpu_cu.cuLaunchKernelEx_ptsz(config, f, kernelParams, extra);
+    if (vgpu_compute_fast())
+        return vgpu_cu.cuLaunchKernelEx_ptsz(config, f, params, extra);
+    CUresult rc = vgpu_launch_ready((void *)vgpu_cu.cuLaunchKernelEx_ptsz);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (vgpu_in_driver || config == NULL)
+        return vgpu_cu.cuLaunchKernelEx_ptsz(config, f, params, extra);
+    struct vgpu_gate g;
+    vgpu_compute_enter(&g, vgpu_config_key(config, f), vgpu_ptds(config->hStream));
+    rc = vgpu_cu.cuLaunchKernelEx_ptsz(config, f, params, extra);
+    vgpu_compute_leave(&g, vgpu_ptds(config->hStream), rc);
+    return rc;
 }
 VGPU_EXPORT_HOOK(cuLaunchKernelEx_ptsz);
 
-CUresult vgpu_hook_cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
-                                             unsigned int gridDimY, unsigned int gridDimZ,
-                                             unsigned int blockDimX, unsigned int blockDimY,
-                                             unsigned int blockDimZ, unsigned int sharedMemBytes,
-                                             CUstream hStream, void **kernelParams)
+/* ---- cooperative launches -------------------------------------------------------------------- */
+
+CUresult vgpu_hook_cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,
+                                             unsigned int gz, unsigned int bx, unsigned int by,
+                                             unsigned int bz, unsigned int shmem, CUstream s,
+                                             void **params)
 {
-    if (vgpu_cuda_ready() != 0)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    return vgpu_cu.cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX,
-                                             blockDimY, blockDimZ, sharedMemBytes, hStream,
-                                             kernelParams);
+    if (vgpu_compute_fast())
+        return vgpu_cu.cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+    CUresult rc = vgpu_launch_ready((void *)vgpu_cu.cuLaunchCooperativeKernel);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (vgpu_in_driver)
+        return vgpu_cu.cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+    struct vgpu_gate g;
+    vgpu_compute_enter(&g, vgpu_kernel_key(f, gx, gy, gz, bx, by, bz, shmem), s);
+    rc = vgpu_cu.cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+    vgpu_compute_leave(&g, s, rc);
+    return rc;
 }
 VGPU_EXPORT_HOOK(cuLaunchCooperativeKernel);
 
-CUresult vgpu_hook_cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
-                                                  unsigned int gridDimY, unsigned int gridDimZ,
-                                                  unsigned int blockDimX, unsigned int blockDimY,
-                                                  unsigned int blockDimZ,
-                                                  unsigned int sharedMemBytes, CUstream hStream,
-                                                  void **kernelParams)
+CUresult vgpu_hook_cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                                  unsigned int gz, unsigned int bx,
+                                                  unsigned int by, unsigned int bz,
+                                                  unsigned int shmem, CUstream s, void **params)
 {
-    if (vgpu_cuda_ready() != 0)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    return vgpu_cu.cuLaunchCooperativeKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX,
-                                                  blockDimY, blockDimZ, sharedMemBytes, hStream,
-                                                  kernelParams);
+    if (vgpu_compute_fast())
+        return vgpu_cu.cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s,
+                                                      params);
+    CUresult rc = vgpu_launch_ready((void *)vgpu_cu.cuLaunchCooperativeKernel_ptsz);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (vgpu_in_driver)
+        return vgpu_cu.cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s,
+                                                      params);
+    struct vgpu_gate g;
+    vgpu_compute_enter(&g, vgpu_kernel_key(f, gx, gy, gz, bx, by, bz, shmem), vgpu_ptds(s));
+    rc = vgpu_cu.cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+    vgpu_compute_leave(&g, vgpu_ptds(s), rc);
+    return rc;
 }
 VGPU_EXPORT_HOOK(cuLaunchCooperativeKernel_ptsz);
 
-CUresult vgpu_hook_cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+/* ---- graphs ------------------------------------------------------------------------------------ */
+
+CUresult vgpu_hook_cuGraphLaunch(CUgraphExec exec, CUstream s)
 {
-    if (vgpu_cuda_ready() != 0)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    return vgpu_cu.cuGraphLaunch(hGraphExec, hStream);
+    if (vgpu_compute_fast())
+        return vgpu_cu.cuGraphLaunch(exec, s);
+    CUresult rc = vgpu_launch_ready((void *)vgpu_cu.cuGraphLaunch);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (vgpu_in_driver)
+        return vgpu_cu.cuGraphLaunch(exec, s);
+    struct vgpu_gate g;
+    vgpu_compute_enter(&g, vgpu_graph_key(exec), s);
+    rc = vgpu_cu.cuGraphLaunch(exec, s);
+    vgpu_compute_leave(&g, s, rc);
+    return rc;
 }
 VGPU_EXPORT_HOOK(cuGraphLaunch);
 
-CUresult vgpu_hook_cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+CUresult vgpu_hook_cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s)
 {
-    if (vgpu_cuda_ready() != 0)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    return vgpu_cu.cuGraphLaunch_ptsz(hGraphExec, hStream);
+    if (vgpu_compute_fast())
+        return vgpu_cu.cuGraphLaunch_ptsz(exec, s);
+    CUresult rc = vgpu_launch_ready((void *)vgpu_cu.cuGraphLaunch_ptsz);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (vgpu_in_driver)
+        return vgpu_cu.cuGraphLaunch_ptsz(exec, s);
+    struct vgpu_gate g;
+    vgpu_compute_enter(&g, vgpu_graph_key(exec), vgpu_ptds(s));
+    rc = vgpu_cu.cuGraphLaunch_ptsz(exec, s);
+    vgpu_compute_leave(&g, vgpu_ptds(s), rc);
+    return rc;
 }
 VGPU_EXPORT_HOOK(cuGraphLaunch_ptsz);

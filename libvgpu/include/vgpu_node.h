@@ -1,0 +1,58 @@
+/* vgpu_node.h: the node-level compute region, shared by the shims of every container on a node
+ * (docs/compute.md).  It lists which containers are active on which GPU, with their priority, so
+ * that a low-priority container yields to an active high-priority one and a container alone on
+ * its GPU is not held back.  The agent takes this role over later through the container regions'
+ * override fields (vgpu_compute.h); until then the shims use this file directly.
+ *
+ * Path: GPUWARDEN_NODE_REGION (default /dev/shm/gpuwarden-node; "off" disables it, and sharing
+ * is then unknown, which holds low-priority work to its gpucores).  Created by the first shim,
+ * mode 0666, sized and initialised under flock(2).
+ *
+ * One slot per (process, device) pair.  A slot is owned by a random 64-bit token of its process
+ * (pids are per-namespace, so they identify nothing across containers); the owner's ticker
+ * writes heartbeat_ns every 10 ms, so a slot whose heartbeat is older than 250 ms belongs to a
+ * dead or stopped process: it is ignored, and anyone may take it over with a CAS on `owner`.
+ * Times are CLOCK_MONOTONIC ns (one clock for the whole node).
+ *
+ * Fixed-width fields, naturally aligned, accessed with __atomic builtins; heartbeat_ns is stored
+ * last (release) after the other fields of a newly claimed slot, and loaded first (acquire).
+ */
+#ifndef VGPU_NODE_H
+#define VGPU_NODE_H
+
+#include <stdint.h>
+
+#define VGPU_NODE_MAGIC   UINT64_C(0x31444f4e57504756) /* "VGPWNOD1" read little-endian */
+#define VGPU_NODE_VERSION 1u
+#define VGPU_NODE_SLOTS   1024u
+
+/* slot.flags (informational, written by the owner) */
+#define VGPU_NODE_FLAG_LIMITED  0x1u
+#define VGPU_NODE_FLAG_YIELDING 0x2u
+
+/* 64 bytes */
+struct vgpu_node_slot {
+    uint64_t owner;        /* 0 free; the owning process's token */
+    uint64_t container_id; /* vgpu_compute_container.container_id; 0 while being filled */
+    uint8_t uuid[16];      /* the GPU, raw cuDeviceGetUuid bytes */
+    uint64_t heartbeat_ns; /* owner's ticker, every tick */
+    uint64_t active_ns;    /* the owner's last launch (as seen by its ticker or launch path) */
+    uint32_t priority;     /* 0 high, 1 low */
+    uint32_t pid;          /* informational: the pid in the owner's namespace */
+    uint32_t flags;        /* VGPU_NODE_FLAG_* */
+    uint32_t reserved;
+};
+
+/* 64 + 64 * VGPU_NODE_SLOTS bytes */
+struct vgpu_node_region {
+    uint64_t magic;     /* VGPU_NODE_MAGIC */
+    uint32_t version;   /* VGPU_NODE_VERSION */
+    uint32_t nslots;    /* VGPU_NODE_SLOTS */
+    uint64_t reserved[6];
+    struct vgpu_node_slot slots[VGPU_NODE_SLOTS];
+};
+
+_Static_assert(sizeof(struct vgpu_node_slot) == 64, "node slot is 64 bytes");
+_Static_assert(sizeof(struct vgpu_node_region) == 64 + 64 * VGPU_NODE_SLOTS, "node region size");
+
+#endif /* VGPU_NODE_H */

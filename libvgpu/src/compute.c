@@ -1,0 +1,641 @@
+/* The compute limiter at run time (see compute.h, limiter.h and docs/compute.md). */
+#include "compute.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "limiter.h"
+#include "log.h"
+#include "core.h"
+#include "node.h"
+#include "real.h"
+#include "region.h"
+#include "vgpu_compute.h"
+
+/* ---- tunables (docs/compute.md explains each) ---------------------------------------------- */
+#define TICK_NS        10000000ull /* ticker period: sharing/limit changes apply within this */
+#define TOLERANCE_NS   2000000ull  /* pacer burst: the most GPU-time credit, in wall time */
+#define QUEUE_NS       2000000ull  /* estimated work a process may have queued ahead */
+#define SLEEP_CHUNK_NS 2000000ull  /* waits re-check yield/limit this often */
+#define SAMPLE_EVERY   8u          /* measure one launch in this many, once a cost is known */
+#define RING           32u         /* measurements in flight per device */
+#define POOL           (2u * RING + 4u)
+
+uint32_t vgpu_compute_word;
+
+typedef CUresult (*is_capturing_fn)(CUstream stream, int *status);
+
+struct pend {
+    CUevent start;
+    CUevent end;
+    uint64_t key;
+    uint64_t mark;    /* the device's `submitted` after this launch */
+    uint64_t cpu_ns;  /* CPU time of the real launch call */
+    uint32_t chained; /* the queue was busy when `start` was recorded */
+    uint32_t live;
+};
+
+struct cdev {
+    uint32_t limit;   /* verdict: pace to this share, 0 not paced (atomic) */
+    uint32_t yield;   /* verdict: wait (atomic) */
+    uint32_t flags;   /* VGPU_COMPUTE_FLAG_* */
+    int region_idx;   /* device entry, -1: not in the region yet, `local` is used */
+    uint8_t uuid[16];
+    int node_slot;
+    struct vgpu_compute_device *blk;
+    struct vgpu_compute_device local;
+    /* measurements, under `lock` (a spin flag; held for a few driver calls at most) */
+    uint32_t lock;
+    struct pend ring[RING];
+    uint32_t head;
+    uint32_t count;
+    CUevent pool[POOL];
+    uint32_t npool;
+    CUcontext pool_ctx;
+    uint64_t submitted; /* estimated ns launched through the gate */
+    uint64_t completed; /* `mark` of the newest measurement seen complete */
+    uint64_t nlaunch;
+};
+
+static struct {
+    pid_t pid; /* the process this state belongs to (fork resets it) */
+    int ndev;
+    uint32_t policy;
+    uint32_t priority;
+    uint64_t container_id;
+    struct vgpu_region_handle region;
+    int have_region;
+    struct vgpu_region_proc *proc; /* this process's slot, once found */
+    struct vgpu_node_region *node;
+    struct vgpu_node_me me;
+    uint32_t env_limit[VGPU_MAX_DEVICES];
+    uint64_t last_active_ns;
+    is_capturing_fn is_capturing;
+    struct lim_cost_table costs;
+    struct cdev dev[VGPU_MAX_DEVICES];
+} G;
+
+static uint32_t g_init_state; /* 0 none, 1 in progress, 2 done (per process) */
+static pid_t g_init_pid;
+
+#define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define ADD(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
+
+uint64_t vgpu_compute_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_until(uint64_t t)
+{
+    struct timespec ts = {(time_t)(t / 1000000000ull), (long)(t % 1000000000ull)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+static void spin_lock(uint32_t *l)
+{
+    while (__atomic_exchange_n(l, 1u, __ATOMIC_ACQUIRE) != 0)
+        while (LD(l) != 0)
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#else
+            ;
+#endif
+}
+
+static void spin_unlock(uint32_t *l)
+{
+    __atomic_store_n(l, 0u, __ATOMIC_RELEASE);
+}
+
+static uint64_t random_nonzero(void)
+{
+    uint64_t x = vgpu_compute_now() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)&G;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x ? x : 1u;
+}
+
+/* ---- configuration: environment once, then the region ------------------------------------- */
+
+static void env_config(uint32_t *policy, uint32_t *priority)
+{
+    const char *v;
+    uint32_t all = 0;
+    int all_ok = 1;
+    unsigned i;
+
+    *policy = LIM_POLICY_DEFAULT;
+    v = getenv("GPU_CORE_UTILIZATION_POLICY");
+    if (v != NULL && lim_parse_policy(v, policy) != 0) {
+        vgpu_log(VGPU_LOG_ERROR, "GPU_CORE_UTILIZATION_POLICY='%s' is not a core policy (valid: "
+                 "default, force, disable); using force, which holds every limit", v);
+        *policy = LIM_POLICY_FORCE;
+    }
+    *priority = LIM_PRIORITY_LOW;
+    v = getenv("CUDA_TASK_PRIORITY");
+    if (v != NULL && lim_parse_priority(v, priority) != 0) {
+        vgpu_log(VGPU_LOG_ERROR, "CUDA_TASK_PRIORITY='%s' is not a priority (valid: 0 high, "
+                 "1 low); using 1 (low)", v);
+        *priority = LIM_PRIORITY_LOW;
+    }
+    v = getenv("CUDA_DEVICE_SM_LIMIT");
+    if (v != NULL && lim_parse_pct(v, &all) != 0) {
+        vgpu_log(VGPU_LOG_ERROR, "CUDA_DEVICE_SM_LIMIT='%s' is not a percentage (valid: 0..100, "
+                 "0 = no limit); devices without a valid CUDA_DEVICE_SM_LIMIT_<i> get 1%%", v);
+        all = 1;
+        all_ok = 0;
+    }
+    for (i = 0; i < VGPU_MAX_DEVICES; i++) {
+        char name[40];
+        uint32_t one = 0;
+        snprintf(name, sizeof name, "CUDA_DEVICE_SM_LIMIT_%u", i);
+        v = getenv(name);
+        G.env_limit[i] = all;
+        if (v == NULL)
+            continue;
+        if (lim_parse_pct(v, &one) == 0) {
+            G.env_limit[i] = one;
+            continue;
+        }
+        vgpu_log(VGPU_LOG_ERROR, "%s='%s' is not a percentage (valid: 0..100, 0 = no limit); "
+                 "using %s", name, v, all_ok && all ? "CUDA_DEVICE_SM_LIMIT" : "1%");
+        if (!all_ok || all == 0)
+            G.env_limit[i] = 1;
+    }
+}
+
+/* The container block: configured once per container (first process or the agent). */
+static void container_config(struct vgpu_compute_container *c)
+{
+    uint32_t policy, priority;
+    uint32_t expect = 0;
+
+    env_config(&policy, &priority);
+    if (__atomic_compare_exchange_n(&c->config_state, &expect, 1u, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+        ST(&c->priority, priority);
+        ST(&c->core_policy, policy);
+        ST(&c->container_id, random_nonzero());
+        __atomic_store_n(&c->config_state, 2u, __ATOMIC_RELEASE);
+    } else {
+        for (int spin = 0; spin < 100000 && LD(&c->config_state) != 2u; spin++)
+            sched_yield();
+    }
+    G.policy = LD(&c->core_policy);
+    G.priority = LD(&c->priority);
+    G.container_id = LD(&c->container_id);
+    if (G.container_id == 0) /* configured by an agent that gave no id */
+        G.container_id = random_nonzero();
+}
+
+/* A device block: limit_pct from this process's environment if nobody configured it yet. */
+static void device_config(struct vgpu_compute_device *b, unsigned ordinal)
+{
+    uint32_t expect = 0;
+    if (__atomic_compare_exchange_n(&b->config_state, &expect, 1u, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED))
+        ST(&b->limit_pct, G.env_limit[ordinal]);
+}
+
+static void bind_device_block(struct cdev *c, unsigned ordinal)
+{
+    int idx = -1;
+
+    if (G.have_region && (int)ordinal < vgpu_core.ndev)
+        idx = vgpu_core.entry[ordinal];
+    if (idx < 0 && G.have_region)
+        idx = vgpu_region_find_device(G.region.r, c->uuid);
+    if (idx >= 0) {
+        struct vgpu_compute_device *b = &G.region.r->devices[idx].compute;
+        device_config(b, ordinal);
+        c->region_idx = idx;
+        __atomic_store_n(&c->blk, b, __ATOMIC_RELEASE);
+    }
+}
+
+static void find_proc_slot(void)
+{
+    if (G.have_region && G.proc == NULL)
+        G.proc = __atomic_load_n(&vgpu_core.slot, __ATOMIC_ACQUIRE);
+}
+
+/* ---- the ticker ---------------------------------------------------------------------------- */
+
+static void tick(uint64_t now)
+{
+    uint32_t w = __atomic_fetch_and(&vgpu_compute_word, ~VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
+    int gate = 0;
+    int d;
+
+    if (w & VGPU_COMPUTE_TOUCHED)
+        G.last_active_ns = now;
+    find_proc_slot();
+    if (G.proc != NULL)
+        ST(&G.proc->compute.active_ns, G.last_active_ns);
+    if (G.have_region) {
+        G.policy = LD(&G.region.r->compute.core_policy);
+        G.priority = LD(&G.region.r->compute.priority);
+        G.me.priority = G.priority;
+    }
+    for (d = 0; d < G.ndev; d++) {
+        struct cdev *c = &G.dev[d];
+        struct vgpu_compute_device *b;
+        struct vgpu_node_census census = {0, 0};
+        struct lim_view v;
+        struct lim_verdict r;
+        uint32_t flags = 0;
+
+        if (c->region_idx < 0)
+            bind_device_block(c, (unsigned)d);
+        b = c->blk;
+        if (G.node != NULL) {
+            if (c->node_slot < 0 ||
+                vgpu_node_beat(G.node, c->node_slot, &G.me, now, G.last_active_ns,
+                               (LD(&c->limit) ? VGPU_NODE_FLAG_LIMITED : 0u) |
+                                   (LD(&c->yield) ? VGPU_NODE_FLAG_YIELDING : 0u)) != 0) {
+                c->node_slot = vgpu_node_claim(G.node, &G.me, c->uuid, now);
+                if (c->node_slot >= 0)
+                    vgpu_node_beat(G.node, c->node_slot, &G.me, now, G.last_active_ns, 0);
+            }
+            vgpu_node_census(G.node, c->uuid, G.container_id, now, &census);
+        }
+        v.policy = G.policy;
+        v.priority = G.priority;
+        v.limit_pct = LD(&b->limit_pct);
+        v.agent_limit_pct = LD(&b->agent_limit_pct);
+        v.agent_yield = LD(&b->agent_yield);
+        v.node_known = G.node != NULL && c->node_slot >= 0;
+        v.others_high = census.high;
+        v.others_low = census.low;
+        r = lim_decide(&v);
+        ST(&c->limit, r.limit_pct);
+        ST(&c->yield, r.yield);
+        if (census.high + census.low)
+            flags |= VGPU_COMPUTE_FLAG_SHARING;
+        if (r.limit_pct)
+            flags |= VGPU_COMPUTE_FLAG_LIMITED;
+        if (r.yield)
+            flags |= VGPU_COMPUTE_FLAG_YIELDING;
+        if (!v.node_known)
+            flags |= VGPU_COMPUTE_FLAG_NODE_UNKNOWN;
+        ST(&b->effective_pct, r.limit_pct);
+        ST(&b->flags, flags);
+        if (r.limit_pct || r.yield)
+            gate = 1;
+    }
+    if (gate)
+        __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_GATE, __ATOMIC_RELAXED);
+    else
+        __atomic_fetch_and(&vgpu_compute_word, ~VGPU_COMPUTE_GATE, __ATOMIC_RELAXED);
+}
+
+static void *ticker_main(void *arg)
+{
+    uint64_t next = vgpu_compute_now();
+    (void)arg;
+    for (;;) {
+        next += TICK_NS;
+        sleep_until(next);
+        uint64_t now = vgpu_compute_now();
+        if (now > next + 10 * TICK_NS) /* stopped (SIGSTOP, suspend): do not catch up */
+            next = now;
+        tick(now);
+    }
+    return NULL;
+}
+
+/* ---- initialisation (once per process; again in a forked child) --------------------------- */
+
+static void init_devices(void)
+{
+    int n = 0;
+    int d;
+
+    if (vgpu_cu.cuDeviceGetCount == NULL || vgpu_cu.cuDeviceGetCount(&n) != CUDA_SUCCESS)
+        n = 0;
+    if (n > (int)VGPU_MAX_DEVICES)
+        n = (int)VGPU_MAX_DEVICES;
+    for (d = 0; d < n; d++) {
+        struct cdev *c = &G.dev[d];
+        CUdevice dev = 0;
+        CUuuid u;
+        memset(&u, 0, sizeof u);
+        if (vgpu_cu.cuDeviceGet != NULL)
+            (void)vgpu_cu.cuDeviceGet(&dev, d);
+        if (vgpu_cu.cuDeviceGetUuid_v2 != NULL)
+            (void)vgpu_cu.cuDeviceGetUuid_v2(&u, dev);
+        else if (vgpu_cu.cuDeviceGetUuid != NULL)
+            (void)vgpu_cu.cuDeviceGetUuid(&u, dev);
+        memcpy(c->uuid, u.bytes, 16);
+        c->region_idx = -1;
+        c->node_slot = -1;
+        c->blk = &c->local;
+        ST(&c->local.limit_pct, G.env_limit[d]);
+        bind_device_block(c, (unsigned)d);
+    }
+    G.ndev = n;
+}
+
+static void init_once(void)
+{
+    char why[512];
+    const char *path;
+    void *h;
+    pthread_t t;
+    pthread_attr_t attr;
+    struct vgpu_compute_container local_container;
+
+    memset(&G.dev, 0, sizeof G.dev);
+    G.pid = getpid();
+    G.proc = NULL;
+    G.node = NULL;
+    G.last_active_ns = vgpu_compute_now();
+
+    /* The container's region, as the memory side (core.c) opened it. */
+    G.have_region = vgpu_core_ready() == 0 && vgpu_core.region.r != NULL;
+    if (G.have_region)
+        G.region = vgpu_core.region;
+    if (G.have_region) {
+        container_config(&G.region.r->compute);
+    } else {
+        memset(&local_container, 0, sizeof local_container);
+        container_config(&local_container);
+    }
+
+    G.me.owner = random_nonzero();
+    G.me.container_id = G.container_id;
+    G.me.priority = G.priority;
+    G.me.pid = (uint32_t)getpid();
+    path = getenv("GPUWARDEN_NODE_REGION");
+    if (path == NULL || path[0] == '\0')
+        path = "/dev/shm/gpuwarden-node";
+    if (strcmp(path, "off") != 0) {
+        G.node = vgpu_node_open(path, why, sizeof why);
+        if (G.node == NULL)
+            vgpu_log(VGPU_LOG_ERROR, "compute: %s; sharing is unknown, so low-priority work is "
+                     "held to its gpucores", why);
+    }
+
+    h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    G.is_capturing = NULL;
+    if (h != NULL && vgpu_real_dlsym != NULL)
+        *(void **)&G.is_capturing = vgpu_real_dlsym(h, "cuStreamIsCapturing");
+
+    init_devices();
+    tick(vgpu_compute_now());
+
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, ticker_main, NULL) != 0) {
+        vgpu_log(VGPU_LOG_ERROR, "compute: cannot start the ticker thread; every launch takes "
+                 "the gate with the limits of now");
+        __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_GATE, __ATOMIC_RELAXED);
+    }
+    pthread_attr_destroy(&attr);
+    __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_READY, __ATOMIC_RELEASE);
+}
+
+static void atfork_child(void)
+{
+    /* The ticker did not survive the fork and the parent's events are not ours. */
+    __atomic_store_n(&vgpu_compute_word, 0u, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_init_state, 0u, __ATOMIC_RELAXED);
+}
+
+static void ensure_init(void)
+{
+    uint32_t s = __atomic_load_n(&g_init_state, __ATOMIC_ACQUIRE);
+    uint32_t expect = 0;
+
+    if (s == 2u && g_init_pid == getpid())
+        return;
+    if (__atomic_compare_exchange_n(&g_init_state, &expect, 1u, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+        static int atfork_done;
+        if (!atfork_done) {
+            atfork_done = 1;
+            pthread_atfork(NULL, NULL, atfork_child);
+        }
+        init_once();
+        g_init_pid = getpid();
+        __atomic_store_n(&g_init_state, 2u, __ATOMIC_RELEASE);
+        return;
+    }
+    while (__atomic_load_n(&g_init_state, __ATOMIC_ACQUIRE) != 2u)
+        sched_yield();
+}
+
+/* ---- measurements ---------------------------------------------------------------------------- */
+
+static CUevent pool_get(struct cdev *c, CUcontext ctx)
+{
+    CUevent e = NULL;
+    if (c->pool_ctx != ctx) { /* another context: the old events are not usable there */
+        c->npool = 0;
+        c->pool_ctx = ctx;
+    }
+    if (c->npool > 0)
+        return c->pool[--c->npool];
+    if (vgpu_cu.cuEventCreate(&e, CU_EVENT_DEFAULT) != CUDA_SUCCESS)
+        return NULL;
+    return e;
+}
+
+static void pool_put(struct cdev *c, CUevent e)
+{
+    if (e == NULL)
+        return;
+    if (c->npool < POOL)
+        c->pool[c->npool++] = e;
+    else
+        (void)vgpu_cu.cuEventDestroy_v2(e);
+}
+
+/* Takes finished measurements off the ring (oldest first), under c->lock. */
+static void poll_locked(struct cdev *c)
+{
+    while (c->count > 0) {
+        struct pend *p = &c->ring[c->head];
+        CUresult q;
+        float ms = 0.0f;
+
+        if (__atomic_load_n(&p->mark, __ATOMIC_ACQUIRE) == UINT64_MAX)
+            return; /* its launch is still under way (leave() not reached yet) */
+        q = vgpu_cu.cuEventQuery(p->end);
+        if (q == CUDA_ERROR_NOT_READY)
+            return;
+        if (q == CUDA_SUCCESS && p->key != 0 && vgpu_cu.cuEventElapsedTime(&ms, p->start, p->end) == CUDA_SUCCESS
+            && ms >= 0.0f) {
+            uint64_t ns = (uint64_t)((double)ms * 1e6);
+            /* An idle queue: `start` fired before the kernel was even submitted. */
+            if (!p->chained)
+                ns = ns > p->cpu_ns + ns / 8u ? ns - p->cpu_ns : ns - ns / 8u;
+            lim_cost_sample(&G.costs, p->key, ns);
+        }
+        if (p->mark > LD(&c->completed))
+            ST(&c->completed, p->mark);
+        pool_put(c, p->start);
+        pool_put(c, p->end);
+        p->live = 0;
+        c->head = (c->head + 1) % RING;
+        c->count--;
+    }
+}
+
+static int capturing(CUstream stream)
+{
+    int status = 0;
+    if (G.is_capturing == NULL)
+        return 0;
+    return G.is_capturing(stream, &status) == CUDA_SUCCESS && status != 0;
+}
+
+static uint64_t add_waited(struct cdev *c, uint64_t from)
+{
+    uint64_t w = vgpu_compute_now() - from;
+    ADD(&c->blk->waited_ns, w);
+    if (G.proc != NULL)
+        ADD(&G.proc->compute.waited_ns, w);
+    return w;
+}
+
+void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream)
+{
+    uint32_t w;
+    uint64_t now, est, wait, outstanding;
+    CUdevice d = -1;
+    CUcontext ctx = NULL;
+    struct cdev *c;
+    uint32_t limit;
+    int known = 0;
+    int want_sample;
+
+    g->dev = -1;
+    g->sample = -1;
+    g->est = 0;
+    ensure_init();
+    w = LD(&vgpu_compute_word);
+    if (!(w & VGPU_COMPUTE_TOUCHED))
+        __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
+    if (vgpu_cu.cuCtxGetDevice == NULL || vgpu_cu.cuCtxGetDevice(&d) != CUDA_SUCCESS || d < 0 ||
+        d >= G.ndev)
+        return;
+    c = &G.dev[d];
+    now = vgpu_compute_now();
+    if (!(w & VGPU_COMPUTE_TOUCHED) && G.node != NULL && c->node_slot >= 0)
+        vgpu_node_touch(G.node, c->node_slot, now); /* neighbours see us at their next tick */
+    if (!(w & VGPU_COMPUTE_GATE) || (!LD(&c->limit) && !LD(&c->yield)) || capturing(stream))
+        return;
+
+    if (LD(&c->yield)) {
+        if (G.proc != NULL)
+            ST(&G.proc->compute.yielding, 1u);
+        while (LD(&c->yield)) {
+            __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
+            sleep_until(vgpu_compute_now() + SLEEP_CHUNK_NS);
+        }
+        if (G.proc != NULL)
+            ST(&G.proc->compute.yielding, 0u);
+        add_waited(c, now);
+        now = vgpu_compute_now();
+    }
+    limit = LD(&c->limit);
+    ADD(&c->blk->launches, 1u);
+    if (limit == 0)
+        return;
+    g->dev = d;
+    if (vgpu_cu.cuCtxGetCurrent == NULL || vgpu_cu.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS)
+        ctx = NULL;
+
+    /* The queue bound: no more than QUEUE_NS of estimated work ahead of the GPU. */
+    spin_lock(&c->lock);
+    poll_locked(c);
+    outstanding = LD(&c->submitted) - LD(&c->completed);
+    while (outstanding > QUEUE_NS && c->count > 0) {
+        spin_unlock(&c->lock);
+        sleep_until(vgpu_compute_now() + 100000u);
+        spin_lock(&c->lock);
+        poll_locked(c);
+        outstanding = LD(&c->submitted) - LD(&c->completed);
+    }
+    spin_unlock(&c->lock);
+
+    est = lim_cost_estimate(&G.costs, key, &known);
+    wait = lim_pacer_book(&c->blk->tat_ns, now, est, limit, TOLERANCE_NS);
+    if (wait > 0) {
+        uint64_t until = now + wait;
+        for (uint64_t t = now; t < until && LD(&c->limit) != 0 && !LD(&c->yield);
+             t = vgpu_compute_now())
+            sleep_until(until - t > SLEEP_CHUNK_NS ? t + SLEEP_CHUNK_NS : until);
+        add_waited(c, now);
+    }
+    g->est = est;
+    ADD(&c->blk->charged_ns, est);
+
+    /* Measure: unknown or young signatures, one in SAMPLE_EVERY, and whenever the queue bound
+     * needs fresh news. */
+    want_sample = !known || ADD(&c->nlaunch, 1u) % SAMPLE_EVERY == 0 ||
+                  (outstanding > QUEUE_NS / 2 && c->count == 0);
+    if (!want_sample || ctx == NULL)
+        return;
+    spin_lock(&c->lock);
+    if (c->count < RING) {
+        uint32_t i = (c->head + c->count) % RING;
+        struct pend *p = &c->ring[i];
+        p->start = pool_get(c, ctx);
+        p->end = pool_get(c, ctx);
+        p->chained = c->count > 0 &&
+                     vgpu_cu.cuEventQuery(c->ring[(i + RING - 1) % RING].end) ==
+                         CUDA_ERROR_NOT_READY;
+        if (p->start != NULL && p->end != NULL &&
+            vgpu_cu.cuEventRecord(p->start, stream) == CUDA_SUCCESS) {
+            p->key = key;
+            p->live = 1;
+            g->sample = (int)i;
+            c->count++; /* reserved; filled in by leave() */
+            p->mark = UINT64_MAX;
+        } else {
+            pool_put(c, p->start);
+            pool_put(c, p->end);
+        }
+    }
+    spin_unlock(&c->lock);
+    g->t0 = vgpu_compute_now();
+}
+
+void vgpu_compute_leave(struct vgpu_gate *g, CUstream stream, CUresult rc)
+{
+    struct cdev *c;
+    struct pend *p;
+    uint64_t mark;
+
+    if (g->dev < 0)
+        return;
+    c = &G.dev[g->dev];
+    mark = ADD(&c->submitted, g->est) + g->est;
+    if (g->sample < 0)
+        return;
+    p = &c->ring[g->sample];
+    p->cpu_ns = vgpu_compute_now() - g->t0;
+    spin_lock(&c->lock);
+    if (rc != CUDA_SUCCESS || vgpu_cu.cuEventRecord(p->end, stream) != CUDA_SUCCESS) {
+        /* Nothing to measure: record the end right after the start so the slot completes. */
+        p->key = 0;
+        (void)vgpu_cu.cuEventRecord(p->end, stream);
+    }
+    __atomic_store_n(&p->mark, mark, __ATOMIC_RELEASE);
+    spin_unlock(&c->lock);
+}

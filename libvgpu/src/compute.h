@@ -1,0 +1,48 @@
+/* compute.h: the compute limiter at run time (docs/compute.md): the launch gate the hooks of
+ * hooks_launch.c call, the per-process ticker that follows the node region and the container
+ * region, and the GPU-time measurements that feed the cost estimates of limiter.c.
+ *
+ * Fast path: one relaxed load of vgpu_compute_word.  When it reads VGPU_COMPUTE_FAST, the hook
+ * calls the real entry point and nothing else: the process is initialised, its launches were
+ * already seen this tick, and no device of the process is paced or yielding.  Any other value
+ * takes the gate (vgpu_compute_enter/leave), which may sleep. */
+#ifndef VGPU_COMPUTE_RT_H
+#define VGPU_COMPUTE_RT_H
+
+#include <stdint.h>
+
+#include "cuda_api.h"
+
+#define VGPU_COMPUTE_READY   0x1u /* initialised, ticker running */
+#define VGPU_COMPUTE_TOUCHED 0x2u /* a launch happened since the last tick */
+#define VGPU_COMPUTE_GATE    0x4u /* some device is paced or yielding */
+#define VGPU_COMPUTE_FAST    (VGPU_COMPUTE_READY | VGPU_COMPUTE_TOUCHED)
+
+extern uint32_t vgpu_compute_word;
+
+static inline int vgpu_compute_fast(void)
+{
+    return (int)__builtin_expect(
+        __atomic_load_n(&vgpu_compute_word, __ATOMIC_RELAXED) == VGPU_COMPUTE_FAST, 1);
+}
+
+/* What the gate decided for one launch; passed from enter to leave. */
+struct vgpu_gate {
+    int dev;       /* CUDA ordinal, -1: launch not governed */
+    int sample;    /* ring index of the measurement, -1 none */
+    uint64_t est;  /* estimated GPU ns charged */
+    uint64_t t0;   /* CLOCK_MONOTONIC before the real launch (sampled launches) */
+};
+
+/* Before the real launch: waits while the device yields, bounds the queue, paces, and may
+ * start a measurement.  `key` is lim_cost_key(...) of the launch; `stream` the stream the
+ * launch goes to (already resolved: CU_STREAM_PER_THREAD for a _ptsz launch on stream 0). */
+void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream);
+
+/* After the real launch returned rc. */
+void vgpu_compute_leave(struct vgpu_gate *g, CUstream stream, CUresult rc);
+
+/* CLOCK_MONOTONIC in ns. */
+uint64_t vgpu_compute_now(void);
+
+#endif

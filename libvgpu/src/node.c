@@ -1,0 +1,168 @@
+/* The node-level compute region (see node.h and include/vgpu_node.h). */
+#include "node.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+
+struct vgpu_node_region *vgpu_node_open(const char *path, char *err, size_t errlen)
+{
+    const off_t size = (off_t)sizeof(struct vgpu_node_region);
+    struct vgpu_node_region *r = MAP_FAILED;
+    struct stat st;
+    int fd;
+
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        snprintf(err, errlen, "GPUWARDEN_NODE_REGION=%s: cannot open: %s", path,
+                 strerror(errno));
+        return NULL;
+    }
+    (void)fchmod(fd, 0666); /* containers of other users share it; umask must not narrow it */
+    if (flock(fd, LOCK_EX) != 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "GPUWARDEN_NODE_REGION=%s: cannot lock: %s", path,
+                 strerror(errno));
+        goto fail;
+    }
+    if (st.st_size < size && ftruncate(fd, size) != 0) {
+        snprintf(err, errlen, "GPUWARDEN_NODE_REGION=%s: cannot size to %lld bytes: %s", path,
+                 (long long)size, strerror(errno));
+        goto fail;
+    }
+    r = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (r == MAP_FAILED) {
+        snprintf(err, errlen, "GPUWARDEN_NODE_REGION=%s: cannot map: %s", path,
+                 strerror(errno));
+        goto fail;
+    }
+    if (LD(&r->magic) == 0) {
+        r->version = VGPU_NODE_VERSION;
+        r->nslots = VGPU_NODE_SLOTS;
+        __atomic_store_n(&r->magic, VGPU_NODE_MAGIC, __ATOMIC_RELEASE);
+    }
+    if (LD(&r->magic) != VGPU_NODE_MAGIC || r->version != VGPU_NODE_VERSION ||
+        r->nslots != VGPU_NODE_SLOTS) {
+        snprintf(err, errlen,
+                 "GPUWARDEN_NODE_REGION=%s: not a gpuwarden node region of version %u with %u "
+                 "slots (magic %#llx, version %u, %u slots)",
+                 path, VGPU_NODE_VERSION, VGPU_NODE_SLOTS, (unsigned long long)r->magic,
+                 r->version, r->nslots);
+        munmap(r, (size_t)size);
+        r = MAP_FAILED;
+        goto fail;
+    }
+    (void)flock(fd, LOCK_UN);
+    close(fd);
+    return r;
+fail:
+    close(fd);
+    return NULL;
+}
+
+static int fresh(uint64_t then, uint64_t now, uint64_t window)
+{
+    return then + window > now; /* `then` may be a little after `now` (another CPU's clock) */
+}
+
+int vgpu_node_claim(struct vgpu_node_region *r, const struct vgpu_node_me *me,
+                    const uint8_t uuid[16], uint64_t now_ns)
+{
+    uint32_t i;
+
+    for (i = 0; i < VGPU_NODE_SLOTS; i++) {
+        struct vgpu_node_slot *s = &r->slots[i];
+        uint64_t owner = LD(&s->owner);
+        uint64_t beat = __atomic_load_n(&s->heartbeat_ns, __ATOMIC_ACQUIRE);
+
+        if (owner != 0 && fresh(beat, now_ns, VGPU_NODE_STALE_NS))
+            continue;
+        if (!__atomic_compare_exchange_n(&s->owner, &owner, me->owner, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_RELAXED))
+            continue;
+        ST(&s->container_id, 0);
+        memcpy(s->uuid, uuid, 16);
+        ST(&s->priority, me->priority);
+        ST(&s->pid, me->pid);
+        ST(&s->flags, 0);
+        ST(&s->active_ns, now_ns);
+        ST(&s->container_id, me->container_id);
+        __atomic_store_n(&s->heartbeat_ns, now_ns, __ATOMIC_RELEASE);
+        return (int)i;
+    }
+    return -1;
+}
+
+int vgpu_node_beat(struct vgpu_node_region *r, int slot, const struct vgpu_node_me *me,
+                   uint64_t now_ns, uint64_t active_ns, uint32_t flags)
+{
+    struct vgpu_node_slot *s = &r->slots[slot];
+
+    if (LD(&s->owner) != me->owner)
+        return -1;
+    ST(&s->priority, me->priority);
+    ST(&s->flags, flags);
+    if (active_ns > LD(&s->active_ns))
+        ST(&s->active_ns, active_ns);
+    __atomic_store_n(&s->heartbeat_ns, now_ns, __ATOMIC_RELEASE);
+    return 0;
+}
+
+void vgpu_node_touch(struct vgpu_node_region *r, int slot, uint64_t now_ns)
+{
+    ST(&r->slots[slot].active_ns, now_ns);
+}
+
+void vgpu_node_release(struct vgpu_node_region *r, int slot, uint64_t owner)
+{
+    uint64_t expect = owner;
+
+    ST(&r->slots[slot].heartbeat_ns, 0);
+    (void)__atomic_compare_exchange_n(&r->slots[slot].owner, &expect, 0, 0, __ATOMIC_ACQ_REL,
+                                      __ATOMIC_RELAXED);
+}
+
+void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
+                      uint64_t my_container, uint64_t now_ns, struct vgpu_node_census *out)
+{
+    /* Count containers, not processes: remember the ids already counted (bounded). */
+    uint64_t seen[64];
+    uint32_t nseen = 0;
+    uint32_t i;
+
+    out->high = 0;
+    out->low = 0;
+    for (i = 0; i < VGPU_NODE_SLOTS; i++) {
+        const struct vgpu_node_slot *s = &r->slots[i];
+        uint64_t beat, cid;
+        uint32_t j;
+
+        if (LD(&s->owner) == 0)
+            continue;
+        beat = __atomic_load_n(&s->heartbeat_ns, __ATOMIC_ACQUIRE);
+        if (!fresh(beat, now_ns, VGPU_NODE_STALE_NS))
+            continue;
+        cid = LD(&s->container_id);
+        if (cid == 0 || cid == my_container || memcmp(s->uuid, uuid, 16) != 0)
+            continue;
+        if (!fresh(LD(&s->active_ns), now_ns, VGPU_NODE_ACTIVE_NS))
+            continue;
+        for (j = 0; j < nseen && seen[j] != cid; j++)
+            ;
+        if (j < nseen)
+            continue;
+        if (nseen < 64)
+            seen[nseen++] = cid;
+        if (LD(&s->priority) == 0)
+            out->high++;
+        else
+            out->low++;
+    }
+}

@@ -1,0 +1,50 @@
+/* node.h: the node-level compute region (include/vgpu_node.h): open/create, claim a slot,
+ * heartbeat, and count the other containers active on a GPU.  Everything but vgpu_node_open
+ * works on a mapped region and takes the time as an argument (tests pass their own). */
+#ifndef VGPU_NODE_FILE_H
+#define VGPU_NODE_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vgpu_node.h"
+
+#define VGPU_NODE_STALE_NS  250000000ull /* heartbeat older than this: dead or stopped */
+#define VGPU_NODE_ACTIVE_NS 50000000ull  /* launched within this: active on its GPU */
+
+/* Maps the node region at `path`, creating and initialising it if needed.  Returns it, or NULL
+ * with a message naming the path in `err`. */
+struct vgpu_node_region *vgpu_node_open(const char *path, char *err, size_t errlen);
+
+struct vgpu_node_me {
+    uint64_t owner;        /* this process's token, nonzero */
+    uint64_t container_id; /* nonzero */
+    uint32_t priority;
+    uint32_t pid;
+};
+
+/* Claims a free or stale slot for (me, uuid); returns its index or -1 when all are taken. */
+int vgpu_node_claim(struct vgpu_node_region *r, const struct vgpu_node_me *me,
+                    const uint8_t uuid[16], uint64_t now_ns);
+
+/* The owner's tick: heartbeat, activity, flags, priority.  Returns -1 if the slot was taken
+ * over (the owner was stopped for longer than VGPU_NODE_STALE_NS): claim again. */
+int vgpu_node_beat(struct vgpu_node_region *r, int slot, const struct vgpu_node_me *me,
+                   uint64_t now_ns, uint64_t active_ns, uint32_t flags);
+
+/* Marks activity at once (a launch after idleness), so neighbours see it within their tick. */
+void vgpu_node_touch(struct vgpu_node_region *r, int slot, uint64_t now_ns);
+
+/* Frees the slot if `owner` still holds it. */
+void vgpu_node_release(struct vgpu_node_region *r, int slot, uint64_t owner);
+
+struct vgpu_node_census {
+    uint32_t high; /* other containers active on the GPU, priority 0 */
+    uint32_t low;  /* ... priority 1 */
+};
+
+/* Counts other containers (by container_id, not by process) active on `uuid` at `now_ns`. */
+void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
+                      uint64_t my_container, uint64_t now_ns, struct vgpu_node_census *out);
+
+#endif
