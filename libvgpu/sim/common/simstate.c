@@ -1,0 +1,419 @@
+/* simstate.c - create, validate and map the shared state; process entries; the timeline. */
+#include "simstate.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <pthread.h>
+
+static struct gwsim_state *g_state;
+static int g_state_failed;
+static pthread_once_t g_state_once = PTHREAD_ONCE_INIT;
+
+static struct gwsim_proc *g_self;
+static pthread_mutex_t g_self_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void gwsim_error(const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "gpuwarden-sim: %s\n", buf);
+}
+
+uint64_t gwsim_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t gwsim_realtime_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000ULL;
+}
+
+void gwsim_sleep_until(uint64_t mono_ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(mono_ns / 1000000000ULL),
+                          .tv_nsec = (long)(mono_ns % 1000000000ULL)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+}
+
+int gwsim_parse_size(const char *text, uint64_t *out)
+{
+    static const struct { const char *suffix; unsigned shift; } units[] = {
+        {"", 0}, {"B", 0}, {"K", 10}, {"KiB", 10}, {"M", 20}, {"MiB", 20},
+        {"G", 30}, {"GiB", 30}, {"T", 40}, {"TiB", 40},
+    };
+    if (text == NULL || *text < '0' || *text > '9')
+        return -1;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long n = strtoull(text, &end, 10);
+    if (errno != 0)
+        return -1;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(end, units[i].suffix) != 0)
+            continue;
+        if (units[i].shift && n > (UINT64_MAX >> units[i].shift))
+            return -1;
+        *out = (uint64_t)n << units[i].shift;
+        return 0;
+    }
+    return -1;
+}
+
+uint64_t gwsim_proc_starttime(int32_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    if (p == NULL || p[1] != ' ')
+        return 0;
+    p += 2;
+    if (*p == 'Z' || *p == 'X') /* exited, not yet reaped: its GPU memory is gone */
+        return 0;
+    for (int field = 3; field < 22; field++) { /* p points at field 3 (state) */
+        p = strchr(p, ' ');
+        if (p == NULL)
+            return 0;
+        p++;
+    }
+    return strtoull(p, NULL, 10);
+}
+
+static void uuid_for(unsigned index, uint8_t out[16])
+{
+    /* Deterministic: FNV-1a over a fixed tag and the index, stretched to 16 bytes. */
+    uint64_t h = 1469598103934665603ULL;
+    const char *tag = "gpuwarden-sim-gpu";
+    for (const char *c = tag; *c; c++)
+        h = (h ^ (uint8_t)*c) * 1099511628211ULL;
+    for (unsigned i = 0; i < 16; i++) {
+        h = (h ^ (index * 16u + i)) * 1099511628211ULL;
+        out[i] = (uint8_t)(h >> 56);
+    }
+    out[6] = (uint8_t)((out[6] & 0x0f) | 0x40);
+}
+
+static int env_size(const char *name, uint64_t fallback, uint64_t *out)
+{
+    const char *v = getenv(name);
+    if (v == NULL || *v == '\0') {
+        *out = fallback;
+        return 0;
+    }
+    if (gwsim_parse_size(v, out) != 0) {
+        gwsim_error("%s=\"%s\" is not a size: use bytes or an integer with a KiB, MiB, GiB "
+                    "or TiB suffix (e.g. 80GiB)", name, v);
+        return -1;
+    }
+    return 0;
+}
+
+static int fill_new_state(struct gwsim_state *st)
+{
+    uint64_t memory, overhead;
+    const char *devs = getenv("GPUWARDEN_SIM_DEVICES");
+    long ndev = 1;
+    if (devs != NULL && *devs != '\0') {
+        char *end = NULL;
+        ndev = strtol(devs, &end, 10);
+        if (*end != '\0' || ndev < 1 || ndev > (long)GWSIM_MAX_DEVICES) {
+            gwsim_error("GPUWARDEN_SIM_DEVICES=\"%s\" is not valid: use an integer from 1 to %u",
+                        devs, GWSIM_MAX_DEVICES);
+            return -1;
+        }
+    }
+    if (env_size("GPUWARDEN_SIM_MEMORY", GWSIM_DEFAULT_MEMORY, &memory) != 0 ||
+        env_size("GPUWARDEN_SIM_CTX_OVERHEAD", GWSIM_DEFAULT_CTX_OVERHEAD, &overhead) != 0)
+        return -1;
+    if (memory == 0) {
+        gwsim_error("GPUWARDEN_SIM_MEMORY must be more than 0 bytes");
+        return -1;
+    }
+    st->num_devices = (uint32_t)ndev;
+    st->ctx_overhead = overhead;
+    st->file_size = sizeof *st;
+    for (unsigned i = 0; i < (unsigned)ndev; i++) {
+        struct gwsim_device *d = &st->dev[i];
+        d->total_bytes = memory;
+        d->sm_count = GWSIM_SM_COUNT;
+        d->index = i;
+        snprintf(d->name, sizeof d->name, "NVIDIA H200 (gpuwarden simulated)");
+        uuid_for(i, d->uuid);
+    }
+    __atomic_store_n(&st->version, GWSIM_VERSION, __ATOMIC_RELEASE);
+    __atomic_store_n(&st->magic, GWSIM_MAGIC, __ATOMIC_RELEASE);
+    return 0;
+}
+
+static void state_open(void)
+{
+    const char *path = getenv("GPUWARDEN_SIM_STATE");
+    int fd = -1;
+    void *map = MAP_FAILED;
+    if (path == NULL || *path == '\0') {
+        gwsim_error("GPUWARDEN_SIM_STATE is not set: it must name the simulated GPU's state file "
+                    "(`gpuwarden sim env` prints the variables to export)");
+        goto fail;
+    }
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        gwsim_error("cannot open GPUWARDEN_SIM_STATE=%s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (flock(fd, LOCK_EX) != 0) {
+        gwsim_error("cannot lock %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        gwsim_error("cannot stat %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    int fresh = sb.st_size == 0;
+    if (fresh && ftruncate(fd, (off_t)sizeof(struct gwsim_state)) != 0) {
+        gwsim_error("cannot size %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (!fresh && (uint64_t)sb.st_size != sizeof(struct gwsim_state)) {
+        gwsim_error("%s is not a gpuwarden simulated-GPU state file of this version (size %lld, "
+                    "expected %zu): remove it or point GPUWARDEN_SIM_STATE elsewhere",
+                    path, (long long)sb.st_size, sizeof(struct gwsim_state));
+        goto fail;
+    }
+    map = mmap(NULL, sizeof(struct gwsim_state), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+        gwsim_error("cannot map %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    struct gwsim_state *st = map;
+    if (fresh && fill_new_state(st) != 0) {
+        if (ftruncate(fd, 0) != 0) { /* leave no half-made file behind */
+        }
+        goto fail;
+    }
+    if (st->magic != GWSIM_MAGIC || st->version != GWSIM_VERSION ||
+        st->file_size != sizeof *st || st->num_devices == 0 ||
+        st->num_devices > GWSIM_MAX_DEVICES) {
+        gwsim_error("%s is not a gpuwarden simulated-GPU state file (bad magic/version %u): "
+                    "remove it or point GPUWARDEN_SIM_STATE elsewhere", path, st->version);
+        goto fail;
+    }
+    flock(fd, LOCK_UN);
+    close(fd);
+    g_state = st;
+    return;
+fail:
+    if (map != MAP_FAILED)
+        munmap(map, sizeof(struct gwsim_state));
+    if (fd >= 0)
+        close(fd);
+    g_state_failed = 1;
+}
+
+static void after_fork_child(void)
+{
+    g_self = NULL; /* the child is a new process: it claims its own entry when it needs one */
+}
+
+static void state_once(void)
+{
+    pthread_atfork(NULL, NULL, after_fork_child);
+    state_open();
+}
+
+struct gwsim_state *gwsim_state(void)
+{
+    pthread_once(&g_state_once, state_once);
+    return g_state_failed ? NULL : g_state;
+}
+
+static void release_entry(struct gwsim_state *st, struct gwsim_proc *p)
+{
+    for (unsigned d = 0; d < st->num_devices; d++) {
+        uint64_t used = __atomic_exchange_n(&p->used[d], 0, __ATOMIC_ACQ_REL);
+        __atomic_fetch_sub(&st->dev[d].used_bytes, used, __ATOMIC_ACQ_REL);
+        __atomic_store_n(&p->busy_ns[d], 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&p->has_ctx[d], 0, __ATOMIC_RELEASE);
+    }
+    p->pid = 0;
+    p->starttime = 0;
+    __atomic_store_n(&p->state, GWSIM_PROC_FREE, __ATOMIC_RELEASE);
+}
+
+void gwsim_reclaim_dead(struct gwsim_state *st)
+{
+    for (unsigned i = 0; i < GWSIM_MAX_PROCS; i++) {
+        struct gwsim_proc *p = &st->proc[i];
+        if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != GWSIM_PROC_LIVE)
+            continue;
+        if (gwsim_proc_starttime(p->pid) == p->starttime)
+            continue;
+        uint32_t expect = GWSIM_PROC_LIVE;
+        if (__atomic_compare_exchange_n(&p->state, &expect, GWSIM_PROC_RECLAIMING, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            release_entry(st, p);
+    }
+}
+
+static struct gwsim_proc *claim_entry(struct gwsim_state *st)
+{
+    int32_t pid = (int32_t)getpid();
+    uint64_t start = gwsim_proc_starttime(pid);
+    for (unsigned i = 0; i < GWSIM_MAX_PROCS; i++) {
+        struct gwsim_proc *p = &st->proc[i];
+        uint32_t expect = GWSIM_PROC_FREE;
+        if (!__atomic_compare_exchange_n(&p->state, &expect, GWSIM_PROC_CLAIMING, 0,
+                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            continue;
+        p->pid = pid;
+        p->starttime = start;
+        __atomic_store_n(&p->state, GWSIM_PROC_LIVE, __ATOMIC_RELEASE);
+        return p;
+    }
+    return NULL;
+}
+
+struct gwsim_proc *gwsim_self(void)
+{
+    struct gwsim_state *st = gwsim_state();
+    if (st == NULL)
+        return NULL;
+    pthread_mutex_lock(&g_self_lock);
+    if (g_self == NULL) {
+        g_self = claim_entry(st);
+        if (g_self == NULL) {
+            gwsim_reclaim_dead(st);
+            g_self = claim_entry(st);
+        }
+        if (g_self == NULL)
+            gwsim_error("the simulated GPU's process table is full (%u processes)",
+                        GWSIM_MAX_PROCS);
+    }
+    struct gwsim_proc *self = g_self;
+    pthread_mutex_unlock(&g_self_lock);
+    return self;
+}
+
+static int try_charge(struct gwsim_device *d, uint64_t bytes)
+{
+    uint64_t used = __atomic_load_n(&d->used_bytes, __ATOMIC_ACQUIRE);
+    do {
+        if (bytes > d->total_bytes || used > d->total_bytes - bytes)
+            return -1;
+    } while (!__atomic_compare_exchange_n(&d->used_bytes, &used, used + bytes, 1,
+                                          __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+    return 0;
+}
+
+int gwsim_charge(unsigned dev, uint64_t bytes)
+{
+    struct gwsim_state *st = gwsim_state();
+    struct gwsim_proc *self = gwsim_self();
+    if (st == NULL || self == NULL || dev >= st->num_devices)
+        return -1;
+    if (try_charge(&st->dev[dev], bytes) != 0) {
+        gwsim_reclaim_dead(st); /* only on the failure path, like the real driver's OOM */
+        if (try_charge(&st->dev[dev], bytes) != 0)
+            return -1;
+    }
+    __atomic_fetch_add(&self->used[dev], bytes, __ATOMIC_ACQ_REL);
+    return 0;
+}
+
+void gwsim_uncharge(unsigned dev, uint64_t bytes)
+{
+    struct gwsim_state *st = gwsim_state();
+    struct gwsim_proc *self = gwsim_self();
+    if (st == NULL || self == NULL || dev >= st->num_devices)
+        return;
+    __atomic_fetch_sub(&self->used[dev], bytes, __ATOMIC_ACQ_REL);
+    __atomic_fetch_sub(&st->dev[dev].used_bytes, bytes, __ATOMIC_ACQ_REL);
+}
+
+uint64_t gwsim_timeline_push(unsigned dev, uint64_t duration_ns)
+{
+    struct gwsim_state *st = gwsim_state();
+    struct gwsim_proc *self = gwsim_self();
+    if (st == NULL || dev >= st->num_devices)
+        return gwsim_now_ns();
+    struct gwsim_device *d = &st->dev[dev];
+    uint64_t now = gwsim_now_ns();
+    uint64_t until = __atomic_load_n(&d->busy_until_ns, __ATOMIC_ACQUIRE);
+    uint64_t start;
+    do {
+        start = until > now ? until : now;
+    } while (!__atomic_compare_exchange_n(&d->busy_until_ns, &until, start + duration_ns, 1,
+                                          __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+    uint64_t end = start + duration_ns;
+    uint64_t pos = __atomic_fetch_add(&d->ring_head, 1, __ATOMIC_ACQ_REL);
+    struct gwsim_kernel *k = &st->ring[dev][pos % GWSIM_RING];
+    __atomic_store_n(&k->seq, 0, __ATOMIC_RELEASE);
+    k->start_ns = start;
+    k->end_ns = end;
+    k->pid = self ? (uint32_t)self->pid : 0;
+    __atomic_store_n(&k->seq, pos + 1, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&d->busy_total_ns, duration_ns, __ATOMIC_ACQ_REL);
+    if (self != NULL)
+        __atomic_fetch_add(&self->busy_ns[dev], duration_ns, __ATOMIC_ACQ_REL);
+    return end;
+}
+
+uint64_t gwsim_busy_between(const struct gwsim_state *st, unsigned dev, uint32_t pid,
+                            uint64_t from_ns, uint64_t to_ns)
+{
+    if (dev >= st->num_devices || to_ns <= from_ns)
+        return 0;
+    uint64_t head = __atomic_load_n(&st->dev[dev].ring_head, __ATOMIC_ACQUIRE);
+    uint64_t oldest = head > GWSIM_RING ? head - GWSIM_RING : 0;
+    uint64_t busy = 0;
+    /* Walk back from the newest record; records are (nearly) in start order, so stop once a
+     * whole stretch of them ended before the window. */
+    unsigned before_window = 0;
+    for (uint64_t pos = head; pos > oldest && before_window < 64; pos--) {
+        const struct gwsim_kernel *k = &st->ring[dev][(pos - 1) % GWSIM_RING];
+        if (__atomic_load_n(&k->seq, __ATOMIC_ACQUIRE) != pos)
+            continue;
+        uint64_t s = k->start_ns, e = k->end_ns;
+        uint32_t kpid = k->pid;
+        if (__atomic_load_n(&k->seq, __ATOMIC_ACQUIRE) != pos)
+            continue;
+        if (e <= from_ns) {
+            before_window++;
+            continue;
+        }
+        before_window = 0;
+        if (pid != 0 && kpid != pid)
+            continue;
+        uint64_t lo = s > from_ns ? s : from_ns;
+        uint64_t hi = e < to_ns ? e : to_ns;
+        if (hi > lo)
+            busy += hi - lo;
+    }
+    return busy;
+}

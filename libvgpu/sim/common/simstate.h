@@ -1,0 +1,104 @@
+/*
+ * simstate.h - the simulated GPU's shared state: one file at $GPUWARDEN_SIM_STATE, mmap'ed by
+ * every process that loads the simulated libcuda or libnvidia-ml.
+ *
+ * The file is created on first use under flock(); the magic and version are written last, so a
+ * process that sees them sees a complete file.  Every field is fixed-width; shared counters are
+ * updated with __atomic builtins.  Devices hold memory totals and a kernel timeline (busy_until
+ * plus a ring of recent kernel records); processes hold per-device usage, keyed by
+ * (pid, start time) so a reused PID is never mistaken for a dead process's entry.
+ */
+#ifndef GWSIM_STATE_H
+#define GWSIM_STATE_H
+
+#include <stdint.h>
+
+#define GWSIM_MAGIC 0x5550474d49535747ULL /* "GWSIMGPU" little-endian */
+#define GWSIM_VERSION 1u
+#define GWSIM_MAX_DEVICES 8u
+#define GWSIM_MAX_PROCS 256u
+#define GWSIM_RING 16384u /* kernel records kept per device */
+#define GWSIM_NAME_LEN 96u
+#define GWSIM_SM_COUNT 132u
+#define GWSIM_DEFAULT_MEMORY (80ULL << 30)
+#define GWSIM_DEFAULT_CTX_OVERHEAD (300ULL << 20)
+
+enum gwsim_proc_state { GWSIM_PROC_FREE = 0, GWSIM_PROC_CLAIMING = 1, GWSIM_PROC_LIVE = 2,
+                        GWSIM_PROC_RECLAIMING = 3 };
+
+struct gwsim_kernel {
+    uint64_t seq;      /* ring position + 1, written last; 0 = empty */
+    uint64_t start_ns; /* CLOCK_MONOTONIC */
+    uint64_t end_ns;
+    uint32_t pid;
+    uint32_t reserved;
+};
+
+struct gwsim_device {
+    uint64_t total_bytes;
+    uint64_t used_bytes;    /* atomic */
+    uint64_t busy_until_ns; /* atomic: when the last queued kernel ends */
+    uint64_t busy_total_ns; /* atomic: all kernel time ever queued */
+    uint64_t ring_head;     /* atomic: kernels ever recorded */
+    uint32_t sm_count;
+    uint32_t index;
+    char name[GWSIM_NAME_LEN];
+    uint8_t uuid[16];
+};
+
+struct gwsim_proc {
+    uint32_t state; /* enum gwsim_proc_state, atomic */
+    int32_t pid;
+    uint64_t starttime; /* /proc/PID/stat field 22 */
+    uint64_t used[GWSIM_MAX_DEVICES];    /* atomic, context overhead included */
+    uint64_t busy_ns[GWSIM_MAX_DEVICES]; /* atomic */
+    uint32_t has_ctx[GWSIM_MAX_DEVICES]; /* 1 while the process holds a context there */
+};
+
+struct gwsim_state {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t num_devices;
+    uint64_t file_size;
+    uint64_t ctx_overhead;
+    struct gwsim_device dev[GWSIM_MAX_DEVICES];
+    struct gwsim_proc proc[GWSIM_MAX_PROCS];
+    struct gwsim_kernel ring[GWSIM_MAX_DEVICES][GWSIM_RING];
+};
+
+/* The mapped state, or NULL (after one clear message on stderr) when it cannot be used. */
+struct gwsim_state *gwsim_state(void);
+
+/* This process's entry, claimed on first call (NULL when the table is full). */
+struct gwsim_proc *gwsim_self(void);
+
+/* Release the entries of dead processes (or of reused PIDs) and their memory. */
+void gwsim_reclaim_dead(struct gwsim_state *st);
+
+/* Reserve bytes on a device for this process: 0, or -1 when the device is full (after a
+ * reclaim of dead processes). */
+int gwsim_charge(unsigned dev, uint64_t bytes);
+void gwsim_uncharge(unsigned dev, uint64_t bytes);
+
+/* Queue a kernel of duration_ns on the device's timeline; returns its end time. */
+uint64_t gwsim_timeline_push(unsigned dev, uint64_t duration_ns);
+
+/* Busy nanoseconds on a device within [from_ns, to_ns]; pid 0 = all processes. */
+uint64_t gwsim_busy_between(const struct gwsim_state *st, unsigned dev, uint32_t pid,
+                            uint64_t from_ns, uint64_t to_ns);
+
+uint64_t gwsim_now_ns(void);     /* CLOCK_MONOTONIC */
+uint64_t gwsim_realtime_us(void); /* CLOCK_REALTIME in microseconds */
+void gwsim_sleep_until(uint64_t mono_ns);
+
+/* A byte count: an integer with an optional KiB/MiB/GiB/TiB (or K/M/G/T) suffix, e.g. "80GiB".
+ * Returns 0 on success, -1 on bad input. */
+int gwsim_parse_size(const char *text, uint64_t *out);
+
+/* Process start time from /proc/PID/stat; 0 when the process is gone or a zombie. */
+uint64_t gwsim_proc_starttime(int32_t pid);
+
+/* Log once per process per key: every message names what was wrong and what is valid. */
+void gwsim_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif /* GWSIM_STATE_H */

@@ -1,0 +1,164 @@
+/*
+ * cudasim.h - internals shared by the simulated libcuda's files: the process-local objects
+ * (contexts, streams, events, pools, allocations, ...) behind the opaque CUDA handles.
+ *
+ * Handles are pointers to objects that carry a magic number and are never freed (a destroyed
+ * object keeps its memory with alive = 0), so a stale handle is reported, not dereferenced
+ * into freed memory.  One process-wide mutex (g_sim.lock) guards the local tables; the shared,
+ * cross-process state lives in common/simstate.h.
+ */
+#ifndef GWSIM_CUDASIM_H
+#define GWSIM_CUDASIM_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "../../include/cuda_api.h"
+#include "common/simstate.h"
+
+#define GWSIM_EXPORT __attribute__((visibility("default")))
+
+#define GWSIM_ALIGN 512ULL                 /* allocation and pitch alignment */
+#define GWSIM_GRANULARITY (2ULL << 20)     /* VMM and pool reservation granularity */
+#define GWSIM_QUEUE_DEPTH 1024u            /* kernels a stream may have queued */
+#define GWSIM_MAX_CTX 64u
+#define GWSIM_MAX_POOLS 64u
+
+enum gwsim_magic {
+    GWSIM_M_CTX = 0x43545831,
+    GWSIM_M_STREAM = 0x5354524d,
+    GWSIM_M_EVENT = 0x45564e54,
+    GWSIM_M_POOL = 0x504f4f4c,
+    GWSIM_M_PHYS = 0x50485953,
+    GWSIM_M_ARRAY = 0x41525259,
+    GWSIM_M_MODULE = 0x4d4f444c,
+    GWSIM_M_FUNC = 0x46554e43,
+    GWSIM_M_GRAPH = 0x47525048,
+    GWSIM_M_GEXEC = 0x47455843,
+};
+
+struct CUstream_st {
+    uint32_t magic;
+    int alive;
+    struct CUctx_st *ctx;
+    unsigned flags;
+    int priority;
+    uint64_t last_end_ns;
+    uint64_t queued;                       /* kernels ever queued on it */
+    uint64_t ends[GWSIM_QUEUE_DEPTH];      /* end times of the last queued kernels */
+};
+
+struct CUctx_st {
+    uint32_t magic;
+    int alive;
+    int device;
+    int primary;
+    unsigned flags;
+    unsigned refcount;   /* primary contexts: retains */
+    uint64_t last_end_ns;
+    struct CUstream_st null_stream;
+};
+
+struct CUevent_st {
+    uint32_t magic;
+    int alive;
+    unsigned flags;
+    int recorded;
+    uint64_t when_ns;
+};
+
+struct CUmemPoolHandle_st {
+    uint32_t magic;
+    int alive;
+    int device;
+    int is_default;
+    uint64_t reserved, reserved_high, used, used_high, threshold;
+    int reuse[3];
+};
+
+struct gwsim_phys { /* a cuMemCreate handle */
+    uint32_t magic;
+    int device;
+    uint64_t size;
+    unsigned mapped;
+    int released;
+};
+
+struct CUarray_st {
+    uint32_t magic;
+    int alive;
+    int device;
+    struct CUctx_st *ctx;
+    uint64_t bytes;
+};
+
+struct CUfunc_st {
+    uint32_t magic;
+    char name[128];
+};
+
+struct CUmod_st {
+    uint32_t magic;
+    int alive;
+};
+
+struct gwsim_node {
+    unsigned grid[3];
+};
+
+struct CUgraph_st {
+    uint32_t magic;
+    int alive;
+    unsigned n, cap;
+    struct gwsim_node *nodes;
+};
+
+struct CUgraphExec_st {
+    uint32_t magic;
+    int alive;
+    unsigned n;
+    struct gwsim_node *nodes;
+};
+
+struct CUgraphNode_st {
+    unsigned index;
+};
+
+/* Process-local simulator state. */
+struct gwsim_cuda {
+    pthread_mutex_t lock;
+    int initialized;
+    double kernel_scale;
+    uint64_t next_va;
+    struct CUctx_st ctx[GWSIM_MAX_CTX]; /* [0, MAX_DEVICES): primary contexts */
+    unsigned dev_ctx_count[GWSIM_MAX_DEVICES];
+    struct CUmemPoolHandle_st pools[GWSIM_MAX_POOLS]; /* [0, MAX_DEVICES): default pools */
+    struct CUmemPoolHandle_st *current_pool[GWSIM_MAX_DEVICES];
+};
+
+extern struct gwsim_cuda g_sim;
+
+/* entry.c */
+CUresult gwsim_check_init(void);
+int gwsim_device_count(void);
+CUresult gwsim_check_device(CUdevice dev);
+
+/* ctx.c */
+struct CUctx_st *gwsim_current_ctx(void);
+CUresult gwsim_require_ctx(struct CUctx_st **out);
+int gwsim_ctx_ok(const struct CUctx_st *ctx);
+void gwsim_ctx_activate(struct CUctx_st *ctx);   /* lock held */
+void gwsim_ctx_deactivate(struct CUctx_st *ctx); /* lock held */
+
+/* mem.c */
+uint64_t gwsim_new_va(uint64_t size, uint64_t align); /* lock held */
+void gwsim_free_ctx_memory(struct CUctx_st *ctx);     /* lock held */
+void gwsim_trim_pools(int device);                    /* lock held; at sync points */
+
+
+static inline uint64_t gwsim_round_up(uint64_t v, uint64_t to)
+{
+    return (v + to - 1) / to * to;
+}
+
+#endif /* GWSIM_CUDASIM_H */

@@ -1,0 +1,331 @@
+/* entry.c - initialization, versions, error strings, devices and entry-point lookup. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cudasim.h"
+
+struct gwsim_cuda g_sim = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .kernel_scale = 1.0,
+};
+
+static double read_kernel_scale(void)
+{
+    const char *v = getenv("GPUWARDEN_SIM_KERNEL_SCALE");
+    if (v == NULL || *v == '\0')
+        return 1.0;
+    char *end = NULL;
+    double s = strtod(v, &end);
+    if (end == v || *end != '\0' || !(s >= 0.0) || s > 1e6) {
+        gwsim_error("GPUWARDEN_SIM_KERNEL_SCALE=\"%s\" is not valid: use a number from 0 to "
+                    "1e6 (a kernel lasts gridX*gridY*gridZ microseconds times it); using 1.0", v);
+        return 1.0;
+    }
+    return s;
+}
+
+GWSIM_EXPORT CUresult cuInit(unsigned int Flags)
+{
+    if (Flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (gwsim_state() == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    pthread_mutex_lock(&g_sim.lock);
+    if (!g_sim.initialized) {
+        g_sim.kernel_scale = read_kernel_scale();
+        g_sim.initialized = 1;
+    }
+    pthread_mutex_unlock(&g_sim.lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult gwsim_check_init(void)
+{
+    return __atomic_load_n(&g_sim.initialized, __ATOMIC_ACQUIRE) ? CUDA_SUCCESS
+                                                                  : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+int gwsim_device_count(void)
+{
+    struct gwsim_state *st = gwsim_state();
+    return st ? (int)st->num_devices : 0;
+}
+
+CUresult gwsim_check_device(CUdevice dev)
+{
+    return dev >= 0 && dev < gwsim_device_count() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+GWSIM_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
+{
+    if (driverVersion == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = GW_CUDA_API_VERSION;
+    return CUDA_SUCCESS;
+}
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+static const struct { CUresult code; const char *name; const char *text; } g_errors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_ALREADY_MAPPED, "CUDA_ERROR_ALREADY_MAPPED", "resource already mapped"},
+    {CUDA_ERROR_NOT_MAPPED, "CUDA_ERROR_NOT_MAPPED", "resource not mapped"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {CUDA_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED",
+     "context is destroyed"},
+    {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+static int error_index(CUresult error)
+{
+    for (size_t i = 0; i < sizeof g_errors / sizeof g_errors[0]; i++)
+        if (g_errors[i].code == error)
+            return (int)i;
+    return -1;
+}
+
+GWSIM_EXPORT CUresult cuGetErrorName(CUresult error, const char **pStr)
+{
+    if (pStr == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    int i = error_index(error);
+    *pStr = i < 0 ? NULL : g_errors[i].name;
+    return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+GWSIM_EXPORT CUresult cuGetErrorString(CUresult error, const char **pStr)
+{
+    if (pStr == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    int i = error_index(error);
+    *pStr = i < 0 ? NULL : g_errors[i].text;
+    return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+GWSIM_EXPORT CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
+{
+    if (ppExportTable == NULL || pExportTableId == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *ppExportTable = NULL;
+    return CUDA_ERROR_NOT_SUPPORTED; /* private tables of the real driver: none here */
+}
+
+/* ---- devices --------------------------------------------------------------------------------- */
+GWSIM_EXPORT CUresult cuDeviceGetCount(int *count)
+{
+    CUresult rc = gwsim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (count == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = gwsim_device_count();
+    return CUDA_SUCCESS;
+}
+
+GWSIM_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+    CUresult rc = gwsim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (device == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (gwsim_check_device(ordinal) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+
+GWSIM_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    CUresult rc = gwsim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (name == NULL || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = gwsim_check_device(dev)) != CUDA_SUCCESS)
+        return rc;
+    const char *src = gwsim_state()->dev[dev].name;
+    size_t n = strnlen(src, GWSIM_NAME_LEN);
+    if (n >= (size_t)len)
+        n = (size_t)len - 1;
+    memcpy(name, src, n);
+    name[n] = '\0';
+    return CUDA_SUCCESS;
+}
+
+GWSIM_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+    CUresult rc = gwsim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (uuid == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = gwsim_check_device(dev)) != CUDA_SUCCESS)
+        return rc;
+    memcpy(uuid->bytes, gwsim_state()->dev[dev].uuid, sizeof uuid->bytes);
+    return CUDA_SUCCESS;
+}
+
+GWSIM_EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+    return cuDeviceGetUuid_v2(uuid, dev);
+}
+
+GWSIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    CUresult rc = gwsim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (bytes == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = gwsim_check_device(dev)) != CUDA_SUCCESS)
+        return rc;
+    *bytes = (size_t)gwsim_state()->dev[dev].total_bytes;
+    return CUDA_SUCCESS;
+}
+
+/* An H200-like device (compute capability 9.0). */
+static int attribute_value(CUdevice_attribute attrib, CUdevice dev, int *known)
+{
+    *known = 1;
+    switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: return 64;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: return 2147483647;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: return 49152;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: return 65536;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: return 32;
+    case CU_DEVICE_ATTRIBUTE_MAX_PITCH: return 2147483647;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: return 65536;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: return 1980000;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: return 512;
+    case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP: return 1;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+        return (int)gwsim_state()->dev[dev].sm_count;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: return 1;
+    case CU_DEVICE_ATTRIBUTE_ECC_ENABLED: return 1;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 0x18 + dev;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: return 2619000;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: return 6144;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: return 52428800;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: return 2048;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: return 3;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return 9;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return 0;
+    case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED: return 1;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: return 233472;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: return 65536;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: return 1;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: return 1;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: return 1;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: return 232448;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: return 1;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: return 32;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: return 1;
+    default:
+        *known = 0;
+        return 0;
+    }
+}
+
+GWSIM_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    CUresult rc = gwsim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (pi == NULL || (int)attrib <= 0 || (int)attrib > 200)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = gwsim_check_device(dev)) != CUDA_SUCCESS)
+        return rc;
+    int known;
+    *pi = attribute_value(attrib, dev, &known); /* others read as 0 ("not supported") */
+    return CUDA_SUCCESS;
+}
+
+/* ---- entry-point lookup --------------------------------------------------------------------- */
+struct gwsim_entry {
+    const char *name;
+    void *fn;
+};
+
+static const struct gwsim_entry g_entries[] = {
+#define GW_CUDA_FN(name, params) {#name, (void *)name},
+#include "../../include/cuda_api_functions.h"
+#undef GW_CUDA_FN
+};
+
+/* The newest version of a base name a caller of cudaVersion gets: cuGetProcAddress is asked for
+ * "cuMemAlloc", and answers with cuMemAlloc_v2; the per-thread-stream flag picks _ptsz. */
+static void *find_entry(const char *name)
+{
+    for (size_t i = 0; i < sizeof g_entries / sizeof g_entries[0]; i++)
+        if (strcmp(g_entries[i].name, name) == 0)
+            return g_entries[i].fn;
+    return NULL;
+}
+
+static void *lookup(const char *symbol, int cudaVersion, cuuint64_t flags)
+{
+    char buf[160];
+    if (strlen(symbol) > sizeof buf - 8)
+        return NULL;
+    if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) {
+        snprintf(buf, sizeof buf, "%s_ptsz", symbol);
+        void *fn = find_entry(buf);
+        if (fn)
+            return fn;
+    }
+    if (strcmp(symbol, "cuGetProcAddress") == 0 && cudaVersion >= 12000)
+        return find_entry("cuGetProcAddress_v2");
+    if (strcmp(symbol, "cuGraphInstantiate") == 0 && cudaVersion >= 12000)
+        return find_entry("cuGraphInstantiateWithFlags");
+    if (strcmp(symbol, "cuEventElapsedTime") == 0 && cudaVersion >= 12080)
+        return find_entry("cuEventElapsedTime_v2");
+    if (strcmp(symbol, "cuDeviceGetUuid") == 0 && cudaVersion >= 11040)
+        return find_entry("cuDeviceGetUuid_v2");
+    if (strcmp(symbol, "cuGetProcAddress") != 0 && strcmp(symbol, "cuEventElapsedTime") != 0 &&
+        strcmp(symbol, "cuDeviceGetUuid") != 0 && cudaVersion >= 3020) {
+        snprintf(buf, sizeof buf, "%s_v2", symbol);
+        void *fn = find_entry(buf);
+        if (fn)
+            return fn;
+    }
+    return find_entry(symbol);
+}
+
+GWSIM_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                          cuuint64_t flags,
+                                          CUdriverProcAddressQueryResult *symbolStatus)
+{
+    if (symbol == NULL || pfn == NULL || flags > 3)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *fn = lookup(symbol, cudaVersion, flags);
+    *pfn = fn;
+    if (symbolStatus != NULL)
+        *symbolStatus = fn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return fn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+GWSIM_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+                                       cuuint64_t flags)
+{
+    return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
+}
