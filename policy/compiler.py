@@ -76,6 +76,8 @@ UNMANAGED_BUILTIN: Mapping[str, Parsed] = MappingProxyType({
                            'alert "GpuwardenUnmanagedProcess" severity warning'),
 })
 
+_OptInt = int | None
+
 SLOTS = ("admission", *(f"default.{k}" for k in DEFAULT_KEYS), *(f"cap.{k}" for k in CAP_KEYS),
          "priority", "core_policy", "mode", "on_violation", "compute_grace", "bypass_tolerance")
 
@@ -320,7 +322,8 @@ class _Evaluation:
         elif hit:
             self.decided["denied"] = hit[0].name
 
-        gpu = int(self.requested_or_default("gpu", req.gpu, str(req.gpu)))  # type: ignore[call-overload]
+        gpu_value = self.requested_or_default("gpu", req.gpu, str(req.gpu))
+        gpu = int(gpu_value)  # type: ignore[call-overload]
         c = self.cap("gpu", self._gpu_cap_exceeded(gpu), str(gpu))
         if c is not None:
             gpu = int(c.value)  # type: ignore[call-overload]
@@ -372,7 +375,7 @@ class _Evaluation:
         return int(self.requested_or_default(  # type: ignore[call-overload]
             "priority", req.priority, _prio(req.priority)))
 
-    def _memory(self, req: ResourceRequest) -> tuple[int | None, int | None, int | None, int | None]:
+    def _memory(self, req: ResourceRequest) -> tuple[_OptInt, _OptInt, _OptInt, _OptInt]:
         if req.gpumem_mib is not None:
             requested: Memory | None = Memory("mib", req.gpumem_mib)
         elif req.gpumem_percentage is not None:
@@ -451,7 +454,9 @@ class _Ctx:
         self.add(err.code, err.span, err.message, err.hint)
 
 
-def compile_modules(modules: Sequence[ast.Module]) -> tuple[CompiledPolicy | None, list[Diagnostic]]:
+def compile_modules(
+    modules: Sequence[ast.Module],
+) -> tuple[CompiledPolicy | None, list[Diagnostic]]:
     """Compile parsed files, in precedence order (later = higher), into one policy."""
     ctx = _Ctx({m.file: m.text.splitlines() for m in modules})
     rules: list[CompiledRule] = []
@@ -688,7 +693,8 @@ def _default_above_cap(key: str, default: object, cap: object) -> bool:
     if isinstance(default, Memory) and isinstance(cap, Memory):
         return bool(_exceeds(default, cap, None))
     if key == "gpucores":
-        return int(cap) < 100 and (int(default) == 0 or int(default) > int(cap))  # type: ignore[call-overload]
+        low, high = int(default), int(cap)  # type: ignore[call-overload]
+        return high < 100 and (low == 0 or low > high)
     return int(default) > int(cap)  # type: ignore[call-overload]
 
 
