@@ -123,10 +123,10 @@ class AuditProbe:
             raise BpfUnavailable(problems)
         from bcc import BPF  # heavy: only when started
 
-        self._bpf = BPF(src_file=str(PROGRAM), cflags=self._cflags())
-        self._bpf["events"].open_ring_buffer(self._on_event)
+        self._bpf = BPF(src_file=bytes(PROGRAM), cflags=self._cflags())
+        self._bpf[b"events"].open_ring_buffer(self._on_event)
         if self._cgroup_ids is not None:
-            table = self._bpf["cgroups"]
+            table = self._bpf[b"cgroups"]
             for cg in self._cgroup_ids:
                 table[ctypes.c_uint64(cg)] = ctypes.c_uint8(1)
         self._started_ns = time.monotonic_ns()
@@ -198,6 +198,7 @@ class AuditProbe:
         if key in self._attached:
             return None
         symbols = dynamic_functions(lib.path)
+        path = bytes(lib.path)
         seen_addr: set[int] = set()
         count = 0
         for probe in PROBES:
@@ -207,10 +208,14 @@ class AuditProbe:
             if addr is None or addr in seen_addr:
                 continue  # absent from this driver version, or an alias of one attached
             seen_addr.add(addr)
-            self._bpf.attach_uprobe(name=str(lib.path), sym=probe.symbol, fn_name=probe.entry)
+            self._bpf.attach_uprobe(
+                name=path, sym=probe.symbol.encode(), fn_name=probe.entry.encode()
+            )
             count += 1
             if probe.ret:
-                self._bpf.attach_uretprobe(name=str(lib.path), sym=probe.symbol, fn_name=probe.ret)
+                self._bpf.attach_uretprobe(
+                    name=path, sym=probe.symbol.encode(), fn_name=probe.ret.encode()
+                )
                 count += 1
         attached = AttachedLib(lib.path, lib.dev, lib.ino, count)
         self._attached[key] = attached
@@ -257,19 +262,19 @@ class AuditProbe:
         """pid -> device ordinal (-1: unknown) -> live bytes, straight from the kernel ledger."""
         self._need_started()
         out: dict[int, dict[int, int]] = {}
-        for key, value in self._bpf["ledger"].items():
+        for key, value in self._bpf[b"ledger"].items():
             out.setdefault(key.pid, {})[key.device] = value.value
         return out
 
     def launch_counts(self) -> dict[int, int]:
         """pid -> kernel launches seen (0 entries when launch counters are off)."""
         self._need_started()
-        return {k.value: v.value for k, v in self._bpf["launches"].items()}
+        return {k.value: v.value for k, v in self._bpf[b"launches"].items()}
 
     def errors(self) -> dict[str, int]:
         """In-kernel error counters by name (bpf/lib/errors.h), plus Python-side drops."""
         self._need_started()
-        table = self._bpf["errors"]
+        table = self._bpf[b"errors"]
         out = {name: table[ctypes.c_int(i)].value for i, name in enumerate(ERROR_NAMES)}
         out["queue_overflow"] = self._dropped_here
         return out
@@ -294,8 +299,8 @@ class AuditProbe:
             "events_received": self._received,
             "lost_events": self.lost_events(),
             "errors": {k: v for k, v in self.errors().items() if v},
-            "processes": len(self._bpf["procs"]),
-            "kill_limits": len(self._bpf["kill_limits"]),
+            "processes": len(self._bpf[b"procs"]),
+            "kill_limits": len(self._bpf[b"kill_limits"]),
         }
 
     # ---- enforcement ----
@@ -306,13 +311,13 @@ class AuditProbe:
         _check_pid(pid)
         if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 0:
             raise ValueError(f"kill limit for pid {pid}: {max_bytes!r} is not a byte count >= 0")
-        self._bpf["kill_limits"][ctypes.c_uint32(pid)] = ctypes.c_uint64(max_bytes)
+        self._bpf[b"kill_limits"][ctypes.c_uint32(pid)] = ctypes.c_uint64(max_bytes)
 
     def clear_kill_limit(self, pid: int) -> None:
         self._need_started()
         _check_pid(pid)
         with contextlib.suppress(KeyError):
-            del self._bpf["kill_limits"][ctypes.c_uint32(pid)]
+            del self._bpf[b"kill_limits"][ctypes.c_uint32(pid)]
 
     # ---- housekeeping ----
 
@@ -323,9 +328,9 @@ class AuditProbe:
         take map space, and their (pid, gen) key keeps them from matching a new process.
         """
         self._need_started()
-        live = {k.value: v.gen for k, v in self._bpf["procs"].items()}
+        live = {k.value: v.gen for k, v in self._bpf[b"procs"].items()}
         deleted = 0
-        for name in ("ptrs", "ctx_dev"):
+        for name in (b"ptrs", b"ctx_dev"):
             table = self._bpf[name]
             stale = [k for k in table if live.get(k.pid) != k.gen]
             for k in stale:

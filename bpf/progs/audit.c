@@ -471,8 +471,16 @@ int gw_array3d_create_enter(struct pt_regs *ctx)
 	return 0;
 }
 
+/* max(1, x / 2) without a branch: the mipmap loop below is branch-free, or the verifier's
+ * states multiply per level. */
+static __always_inline __u64 gw_halve(__u64 x)
+{
+	__u64 half = x >> 1;
+	return half + (((half | (0 - half)) >> 63) ^ 1);
+}
+
 /* (CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc, unsigned levels):
- * level i has each non-zero extent halved i times (at least 1). */
+ * level i has each extent halved i times, at least 1 (a 0 height or depth stays 1). */
 int gw_mipmap_create_enter(struct pt_regs *ctx)
 {
 	struct gw_array3d_desc d = {};
@@ -480,18 +488,20 @@ int gw_mipmap_create_enter(struct pt_regs *ctx)
 		gw_error(GW_ERR_READ_USER);
 		return 0;
 	}
-	__u32 levels = (__u32)ARG(3);
-	__u64 total = 0;
+	__u32 fb = gw_array_format_bytes(d.format);
+	if (!fb)
+		gw_error(GW_ERR_UNKNOWN_FORMAT);
+	__u64 levels = (__u32)ARG(3);
+	__u64 w = d.width, h = d.height ? d.height : 1, z = d.depth ? d.depth : 1, texels = 0;
 #pragma unroll
-	for (int i = 0; i < 16; i++) {
-		if ((__u32)i >= levels)
-			break;
-		total += gw_array3d_bytes(&d);
-		d.width = d.width > 1 ? d.width / 2 : 1;
-		d.height = d.height > 1 ? d.height / 2 : d.height;
-		d.depth = d.depth > 1 ? d.depth / 2 : d.depth;
+	for (__u64 i = 0; i < 16; i++) {
+		__u64 in_range = 0 - ((i - levels) >> 63); /* all ones while i < levels */
+		texels += (w * h * z) & in_range;
+		w = gw_halve(w);
+		h = gw_halve(h);
+		z = gw_halve(z);
 	}
-	gw_alloc_enter(GW_KIND_MIPMAP_CREATE, ARG(1), total, 0, 0, 0, 0);
+	gw_alloc_enter(GW_KIND_MIPMAP_CREATE, ARG(1), texels * fb * d.num_channels, 0, 0, 0, 0);
 	return 0;
 }
 
