@@ -13,7 +13,7 @@ __all__ = ["FIELD_SLOTS", "explain_workload", "render_explanation"]
 
 # Which rule statements can decide each effective field.
 FIELD_SLOTS: dict[str, tuple[str, ...]] = {
-    "denied": ("admission", "cap.gpu", "cap.gpumem", "cap.gpucores"),
+    "denied": ("admission",),  # a cap with `deny` shows under its own field
     "gpu": ("default.gpu", "cap.gpu"),
     "gpumem": ("default.gpumem", "cap.gpumem"),
     "gpucores": ("default.gpucores", "cap.gpucores"),
