@@ -16,6 +16,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from policy import CompiledPolicy, LoadResult, load_texts  # noqa: E402
+
 EXAMPLES = REPO / "examples" / "policies"
 PODS = REPO / "examples" / "pods"
 

@@ -36,7 +36,8 @@ SAMPLES: dict[str, str] = {
     "GW020": V + 'rule "r {\n}\n',
     "GW021": V + R.format("  match " + "not " * 300 + 'name == "a"'),
     "GW101": V + R.format('  match name == "a" and name == "b"\n  mode = audit'),
-    "GW102": V + R.format('  match name == "a"\n  mode = audit') + 'rule "s" {\n  mode = audit\n}\n',
+    "GW102": V + R.format('  match name == "a"\n  mode = audit')
+    + 'rule "s" {\n  mode = audit\n}\n',
     "GW104": V + R.format("  default gpumem = 16GiB\n  cap gpumem <= 8GiB"),
     "GW105": V + R.format('  match name == "a"'),
 }

@@ -92,5 +92,6 @@ def test_long_and_chain_compiles(load: Callable[..., LoadResult]) -> None:
 
 
 def test_comments_and_blank_lines_are_ignored(load: Callable[..., LoadResult]) -> None:
-    text = "# head\n\nversion 1  # v\n\n# c\nrule \"x\" {  # r\n  # inside\n\n  mode = audit # m\n}\n"
+    text = ("# head\n\nversion 1  # v\n\n# c\nrule \"x\" {  # r\n  # inside\n\n"
+            "  mode = audit # m\n}\n")
     assert load(text).ok
