@@ -272,8 +272,6 @@ static __always_inline void gw_stack_push(__u32 tid, __u64 ctxh)
 		gw_error(GW_ERR_CTX_STACK);
 		return;
 	}
-	if (d > 0 && s->ctx[(d - 1) & (GW_CTX_STACK - 1)] == ctxh)
-		return; /* the same create seen twice (nested _v2 -> _v4 implementation) */
 	s->ctx[d & (GW_CTX_STACK - 1)] = ctxh;
 	s->depth = d + 1;
 }

@@ -1,0 +1,49 @@
+"""cuMemAlloc-like calls carry no device: the audit gives them the device of the calling
+thread's current context, tracked in the kernel from context create / primary retain and
+set / push / pop.  Without a known context the device is -1 (unknown)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from bpf_harness import Driver, Ops
+
+pytestmark = pytest.mark.bpf
+
+
+def _snapshot_after(audit, cuda_ops: Path, driver: Driver, ops: list[str]) -> dict[int, int]:
+    proc = Ops(cuda_ops, driver, ["init", *ops, "wait"])
+    try:
+        proc.wait_for()
+        return audit.snapshot().get(proc.pid, {})
+    finally:
+        proc.resume()
+        proc.finish()
+
+
+def test_created_context_sets_the_device(audit, cuda_ops: Path, driver: Driver) -> None:
+    assert _snapshot_after(audit, cuda_ops, driver, ["ctx", "2", "alloc", "10"]) == {2: 10}
+
+
+def test_primary_context_made_current(audit, cuda_ops: Path, driver: Driver) -> None:
+    snap = _snapshot_after(
+        audit, cuda_ops, driver, ["primary", "1", "alloc", "10", "primary", "0", "alloc", "20"]
+    )
+    assert snap == {1: 10, 0: 20}
+
+
+def test_push_and_pop_follow_the_stack(audit, cuda_ops: Path, driver: Driver) -> None:
+    # ctx 3 is created (pushed); pushing it again then popping leaves it current.
+    ops = ["ctx", "3", "push", "pop", "alloc", "7", "pop", "alloc", "11"]
+    assert _snapshot_after(audit, cuda_ops, driver, ops) == {3: 7, -1: 11}
+
+
+def test_destroyed_context_is_forgotten(audit, cuda_ops: Path, driver: Driver) -> None:
+    assert _snapshot_after(audit, cuda_ops, driver, ["ctx", "1", "destroy", "alloc", "5"]) == {
+        -1: 5
+    }
+
+
+def test_no_context_means_unknown_device(audit, cuda_ops: Path, driver: Driver) -> None:
+    assert _snapshot_after(audit, cuda_ops, driver, ["alloc", "99"]) == {-1: 99}
