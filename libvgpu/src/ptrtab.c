@@ -114,8 +114,10 @@ int vgpu_ptrtab_remove(struct vgpu_ptrtab *t, uint64_t key, struct vgpu_ptr_entr
             break; /* never used past here: inserts fill the first free probe */
         if (k != key)
             continue;
-        *out = *e;
         out->key = key;
+        out->bytes = e->bytes; /* stable: only the inserter that published key wrote them */
+        out->dev = e->dev;
+        out->aux = e->aux;
         if (__atomic_compare_exchange_n(&e->key, &k, VGPU_KEY_TOMB, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_RELAXED))
             return 0;
