@@ -54,9 +54,7 @@ def test_no_variables_means_no_limit(unit_env: Path) -> None:
 
 
 def test_per_device_value_overrides_the_general_one(unit_env: Path) -> None:
-    vals, _, _ = limits(
-        unit_env, "CUDA_DEVICE_MEMORY_LIMIT=4g", "CUDA_DEVICE_MEMORY_LIMIT_1=1g"
-    )
+    vals, _, _ = limits(unit_env, "CUDA_DEVICE_MEMORY_LIMIT=4g", "CUDA_DEVICE_MEMORY_LIMIT_1=1g")
     assert vals == [4 * GiB, 1 * GiB, 4 * GiB, 4 * GiB]
 
 
