@@ -516,10 +516,36 @@ static int push_range(struct range **arr, size_t *n, size_t *cap, struct range r
     return 0;
 }
 
+/* cuMemCreate handles are numbers (a tag and an index into g_phys), never pointers, so any
+ * value a caller passes is checked safely (lock held). */
+#define GWSIM_PHYS_TAG 0x5A00000000000000ULL
+static struct gwsim_phys **g_phys;
+static size_t g_nphys, g_cap_phys;
+
 static struct gwsim_phys *phys_of(CUmemGenericAllocationHandle h)
 {
-    struct gwsim_phys *p = (struct gwsim_phys *)(uintptr_t)h;
-    return p != NULL && p->magic == GWSIM_M_PHYS && !p->released ? p : NULL;
+    if ((h & 0xFF00000000000000ULL) != GWSIM_PHYS_TAG)
+        return NULL;
+    uint64_t i = (h & ~0xFF00000000000000ULL) - 1;
+    if (i >= g_nphys)
+        return NULL;
+    struct gwsim_phys *p = g_phys[i];
+    return p->magic == GWSIM_M_PHYS && !p->released ? p : NULL;
+}
+
+static int phys_register(struct gwsim_phys *p, CUmemGenericAllocationHandle *out)
+{
+    if (g_nphys == g_cap_phys) {
+        size_t ncap = g_cap_phys ? g_cap_phys * 2 : 64;
+        struct gwsim_phys **t = realloc(g_phys, ncap * sizeof *t);
+        if (t == NULL)
+            return -1;
+        g_phys = t;
+        g_cap_phys = ncap;
+    }
+    g_phys[g_nphys++] = p;
+    *out = GWSIM_PHYS_TAG | g_nphys;
+    return 0;
 }
 
 GWSIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity,
@@ -559,7 +585,14 @@ GWSIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t s
     p->magic = GWSIM_M_PHYS;
     p->device = prop->location.id;
     p->size = size;
-    *handle = (CUmemGenericAllocationHandle)(uintptr_t)p;
+    pthread_mutex_lock(&g_sim.lock);
+    int bad = phys_register(p, handle);
+    pthread_mutex_unlock(&g_sim.lock);
+    if (bad) {
+        gwsim_uncharge((unsigned)p->device, size);
+        free(p);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     return CUDA_SUCCESS;
 }
 
