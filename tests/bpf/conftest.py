@@ -26,13 +26,21 @@ def fake_driver(tmp_path_factory: pytest.TempPathFactory) -> Driver:
 
 
 @pytest.fixture(scope="session")
-def driver(fake_driver: Driver) -> Driver:
-    return fake_driver
+def driver(tmp_path_factory: pytest.TempPathFactory) -> Driver:
+    """The simulated driver (libvgpu/sim) with 4 devices; kernels take no simulated time."""
+    from libvgpu.paths import sim_lib_dir
+    from libvgpu.sim import sim_env
+
+    state = tmp_path_factory.mktemp("sim") / "sim.state"
+    env = dict(os.environ)
+    env.update(sim_env(state, devices=4, memory="80GiB", kernel_scale=0.0))
+    return Driver(sim_lib_dir() / "libcuda.so.1", env)
 
 
 @pytest.fixture(scope="session")
-def audit(driver: Driver) -> Iterator[object]:
+def audit(driver: Driver, fake_driver: Driver) -> Iterator[object]:
+    """One probe on both the simulated driver and the fake one."""
     from bpf.audit import AuditProbe
 
-    with AuditProbe(libs=[driver.lib]) as probe:
+    with AuditProbe(libs=[driver.lib, fake_driver.lib]) as probe:
         yield probe

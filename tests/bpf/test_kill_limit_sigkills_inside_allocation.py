@@ -50,14 +50,14 @@ def test_limit_is_cleared_with_its_process(audit, cuda_ops: Path, driver: Driver
 
 
 def test_clear_kill_limit_lifts_enforcement(audit, cuda_ops: Path, driver: Driver) -> None:
-    proc = Ops(cuda_ops, driver, ["init", "wait", "alloc", "5000", "wait"])
+    proc = Ops(cuda_ops, driver, ["init", "primary", "0", "wait", "alloc", "5000", "wait"])
     proc.wait_for()
     audit.set_kill_limit(proc.pid, 100)
     audit.clear_kill_limit(proc.pid)
     audit.clear_kill_limit(proc.pid)  # clearing twice is fine
     proc.resume()
     proc.wait_for()
-    assert audit.snapshot()[proc.pid] == {-1: 5000}
+    assert audit.snapshot()[proc.pid] == {0: 5000}
     proc.resume()
     assert proc.finish().returncode == 0
 

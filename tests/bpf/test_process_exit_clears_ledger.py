@@ -20,15 +20,15 @@ def _clear_events(audit, pid: int) -> list:
 
 
 def test_exit_without_freeing_clears_the_rows(audit, cuda_ops: Path, driver: Driver) -> None:
-    proc = Ops(cuda_ops, driver, ["init", "ctx", "1", "alloc", "5000", "vmm", "8192", "0",
+    proc = Ops(cuda_ops, driver, ["init", "ctx", "1", "alloc", "5000", "vmm", "2097152", "0",
                                   "wait", "exit"])  # fmt: skip
     proc.wait_for()
-    assert audit.snapshot()[proc.pid] == {1: 5000, 0: 8192}
+    assert audit.snapshot()[proc.pid] == {1: 5000, 0: 2097152}
     proc.resume()
     assert proc.finish().returncode == 0
     assert proc.pid not in audit.snapshot()
     cleared = _clear_events(audit, proc.pid)
-    assert [e.bytes for e in cleared] == [5000 + 8192]
+    assert [e.bytes for e in cleared] == [5000 + 2097152]
 
 
 def test_sigkill_clears_the_rows(audit, cuda_ops: Path, driver: Driver) -> None:
@@ -49,6 +49,8 @@ def test_a_thread_exiting_does_not_clear_its_process(audit, driver: Driver) -> N
         "import ctypes, threading, sys\n"
         "cu = ctypes.CDLL('libcuda.so.1')\n"
         "cu.cuInit(0)\n"
+        "c = ctypes.c_void_p()\n"
+        "assert cu.cuCtxCreate_v2(ctypes.byref(c), 0, 2) == 0\n"
         "p = ctypes.c_uint64()\n"
         "assert cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(4242)) == 0\n"
         "t = threading.Thread(target=lambda: None); t.start(); t.join()\n"
@@ -71,6 +73,8 @@ def test_exec_clears_the_rows(audit, cuda_ops: Path, driver: Driver) -> None:
         "import ctypes, os, sys\n"
         "cu = ctypes.CDLL('libcuda.so.1')\n"
         "cu.cuInit(0)\n"
+        "c = ctypes.c_void_p()\n"
+        "assert cu.cuCtxCreate_v2(ctypes.byref(c), 0, 2) == 0\n"
         "p = ctypes.c_uint64()\n"
         "assert cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(9999)) == 0\n"
         "print('ready', flush=True); sys.stdin.readline()\n"
@@ -82,7 +86,7 @@ def test_exec_clears_the_rows(audit, cuda_ops: Path, driver: Driver) -> None:
     )  # fmt: skip
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        assert audit.snapshot()[proc.pid] == {-1: 9999}  # no context made: device unknown
+        assert audit.snapshot()[proc.pid] == {2: 9999}
         assert proc.stdin is not None
         proc.stdin.write("go\n")
         proc.stdin.flush()
