@@ -59,12 +59,13 @@ class _Writer:
         self.next = 0  # index of the first comment not yet written
         self.out: list[str] = []
         self.last_line = 0  # last source line written
+        self.opened = False  # the last line written opened a block
 
     def _blank_between(self, a: int, b: int) -> bool:
         return any(not self.src[i - 1].strip() for i in range(a + 1, b) if 0 < i <= len(self.src))
 
     def _sep(self, line: int, force: bool | None) -> None:
-        if not self.out or self.out[-1] == "" or self.out[-1].endswith("{"):
+        if not self.out or self.out[-1] == "" or self.opened:
             return
         if force or (force is None and self._blank_between(self.last_line, line)):
             self.out.append("")
@@ -78,6 +79,7 @@ class _Writer:
             self.out.append(indent + c.text)
             self.last_line = c.line
             self.next += 1
+            self.opened = False
             wrote = True
         return wrote
 
@@ -98,26 +100,40 @@ class _Writer:
             c = self.comments[self.next]
             self.out.append(indent + c.text)
             self.next += 1
+            self.opened = False
             wrote = True
         self._sep(start, None if wrote else force_sep)
         lines = text.split("\n")
         lines[-1] += self.trailing(end)
         self.out.extend(indent + ln if ln else ln for ln in lines)
         self.last_line = end
+        self.opened = text.endswith("{")
+
+
+def _wrap(expr: ast.Expr, width: int, indent: str) -> str:
+    """`expr` on one line if it fits in `width`, else broken after its top-level and/or, each
+    operand wrapped the same way (newlines after `and` / `or` are part of the grammar)."""
+    flat = format_expr(expr)
+    if len(flat) <= width:
+        return flat
+    if isinstance(expr, ast.Not) and isinstance(expr.operand, ast.And | ast.Or):
+        return "not (" + _wrap(expr.operand, width - 5, indent + "  ") + ")"
+    if not isinstance(expr, ast.And | ast.Or):
+        return flat
+    word = "and" if isinstance(expr, ast.And) else "or"
+    parts = []
+    for item in expr.items:
+        group = isinstance(item, ast.Or) and word == "and"
+        nested = isinstance(item, ast.And | ast.Or)
+        inner = _wrap(item, width - 2, indent + "  " if nested else indent)
+        parts.append(f"({inner})" if group else inner)
+    return f" {word}\n{indent}".join(parts)
 
 
 def _stmt_text(stmt: ast.Stmt, indent: str) -> str:
-    text = format_stmt(stmt)
-    if (isinstance(stmt, ast.Match) and len(indent + text) > WIDTH
-            and isinstance(stmt.expr, ast.And | ast.Or)):
-        word = "and" if isinstance(stmt.expr, ast.And) else "or"
-        parts = []
-        for item in stmt.expr.items:
-            inner = format_expr(item)
-            low = isinstance(item, ast.Or) and word == "and"
-            parts.append(f"({inner})" if low else inner)
-        return "match " + f" {word}\n{INDENT * 2}".join(parts)
-    return text
+    if isinstance(stmt, ast.Match):
+        return "match " + _wrap(stmt.expr, WIDTH - len(indent) - len("match "), INDENT * 3)
+    return format_stmt(stmt)
 
 
 def format_module(module: ast.Module) -> str:
@@ -137,6 +153,7 @@ def format_module(module: ast.Module) -> str:
             for stmt in item.stmts:
                 w.node(_stmt_text(stmt, INDENT), stmt.span.line, stmt.span.end_line, INDENT)
             w.comments_before(end, INDENT)
+            w.opened = False
             w.out.append("}" + w.trailing(end))
             w.last_line = end
         prev_kind = kind
