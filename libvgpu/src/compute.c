@@ -25,6 +25,7 @@
 #define QUEUE_NS       2000000ull  /* estimated work a process may have queued ahead */
 #define SLEEP_CHUNK_NS 2000000ull  /* waits re-check yield/limit this often */
 #define SAMPLE_EVERY   8u          /* measure one launch in this many, once a cost is known */
+#define HORIZON_UNKNOWN_NS 1000000ull /* busy horizon of a launch whose cost is not known yet */
 #define RING           32u         /* measurements in flight per device */
 #define POOL           (2u * RING + 4u)
 
@@ -45,6 +46,8 @@ struct pend {
 struct cdev {
     uint32_t limit;   /* verdict: pace to this share, 0 not paced (atomic) */
     uint32_t yield;   /* verdict: wait (atomic) */
+    uint32_t track;   /* others share the GPU: keep the busy horizon even when not paced */
+    uint64_t horizon; /* when this process's estimated queued work on the device ends (atomic) */
     uint32_t flags;   /* VGPU_COMPUTE_FLAG_* */
     int region_idx;   /* device entry, -1: not in the region yet, `local` is used */
     uint8_t uuid[16];
@@ -75,6 +78,7 @@ static struct {
     struct vgpu_region_proc *proc; /* this process's slot, once found */
     struct vgpu_node_region *node;
     struct vgpu_node_me me;
+    int exiting;
     uint32_t env_limit[VGPU_MAX_DEVICES];
     uint64_t last_active_ns;
     is_capturing_fn is_capturing;
@@ -253,7 +257,7 @@ static void tick(uint64_t now)
     for (d = 0; d < G.ndev; d++) {
         struct cdev *c = &G.dev[d];
         struct vgpu_compute_device *b;
-        struct vgpu_node_census census = {0, 0};
+        struct vgpu_node_census census = {0, 0, 0};
         struct lim_view v;
         struct lim_verdict r;
         uint32_t flags = 0;
@@ -261,14 +265,15 @@ static void tick(uint64_t now)
         if (c->region_idx < 0)
             bind_device_block(c, (unsigned)d);
         b = c->blk;
-        if (G.node != NULL) {
+        uint64_t active = LD(&c->horizon) > G.last_active_ns ? LD(&c->horizon) : G.last_active_ns;
+        if (G.node != NULL && !G.exiting) {
             if (c->node_slot < 0 ||
-                vgpu_node_beat(G.node, c->node_slot, &G.me, now, G.last_active_ns,
+                vgpu_node_beat(G.node, c->node_slot, &G.me, now, active,
                                (LD(&c->limit) ? VGPU_NODE_FLAG_LIMITED : 0u) |
                                    (LD(&c->yield) ? VGPU_NODE_FLAG_YIELDING : 0u)) != 0) {
                 c->node_slot = vgpu_node_claim(G.node, &G.me, c->uuid, now);
                 if (c->node_slot >= 0)
-                    vgpu_node_beat(G.node, c->node_slot, &G.me, now, G.last_active_ns, 0);
+                    vgpu_node_beat(G.node, c->node_slot, &G.me, now, active, 0);
             }
             vgpu_node_census(G.node, c->uuid, G.container_id, now, &census);
         }
@@ -281,8 +286,14 @@ static void tick(uint64_t now)
         v.others_high = census.high;
         v.others_low = census.low;
         r = lim_decide(&v);
+        if (r.limit_pct != LD(&c->limit) || r.yield != LD(&c->yield))
+            vgpu_log(VGPU_LOG_INFO, "compute: device %d: %s, others active: %u high %u low "
+                     "(%u present) -> %s%u%%%s", d, v.node_known ? "node region" : "no node region",
+                     census.high, census.low, census.present, r.limit_pct ? "paced to " : "not paced ",
+                     r.limit_pct, r.yield ? ", yielding" : "");
         ST(&c->limit, r.limit_pct);
         ST(&c->yield, r.yield);
+        ST(&c->track, census.present > 0 ? 1u : 0u);
         if (census.high + census.low)
             flags |= VGPU_COMPUTE_FLAG_SHARING;
         if (r.limit_pct)
@@ -293,7 +304,7 @@ static void tick(uint64_t now)
             flags |= VGPU_COMPUTE_FLAG_NODE_UNKNOWN;
         ST(&b->effective_pct, r.limit_pct);
         ST(&b->flags, flags);
-        if (r.limit_pct || r.yield)
+        if (r.limit_pct || r.yield || census.present > 0)
             gate = 1;
     }
     if (gate)
@@ -408,6 +419,19 @@ static void init_once(void)
     __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_READY, __ATOMIC_RELEASE);
 }
 
+static void at_exit(void)
+{
+    /* Leave the node region at once: neighbours stop yielding or sharing without waiting for
+     * the heartbeat to go stale. */
+    int d;
+    if (G.node == NULL || G.pid != getpid())
+        return;
+    G.exiting = 1;
+    for (d = 0; d < G.ndev; d++)
+        if (G.dev[d].node_slot >= 0)
+            vgpu_node_release(G.node, G.dev[d].node_slot, G.me.owner);
+}
+
 static void atfork_child(void)
 {
     /* The ticker did not survive the fork and the parent's events are not ours. */
@@ -428,6 +452,7 @@ static void ensure_init(void)
         if (!atfork_done) {
             atfork_done = 1;
             pthread_atfork(NULL, NULL, atfork_child);
+            atexit(at_exit);
         }
         init_once();
         g_init_pid = getpid();
@@ -522,6 +547,7 @@ void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream)
     uint32_t limit;
     int known = 0;
     int want_sample;
+    int bounded;
 
     g->dev = -1;
     g->sample = -1;
@@ -537,7 +563,8 @@ void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream)
     now = vgpu_compute_now();
     if (!(w & VGPU_COMPUTE_TOUCHED) && G.node != NULL && c->node_slot >= 0)
         vgpu_node_touch(G.node, c->node_slot, now); /* neighbours see us at their next tick */
-    if (!(w & VGPU_COMPUTE_GATE) || (!LD(&c->limit) && !LD(&c->yield)) || capturing(stream))
+    if (!(w & VGPU_COMPUTE_GATE) || (!LD(&c->limit) && !LD(&c->yield) && !LD(&c->track)) ||
+        capturing(stream))
         return;
 
     if (LD(&c->yield)) {
@@ -554,17 +581,17 @@ void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream)
     }
     limit = LD(&c->limit);
     ADD(&c->blk->launches, 1u);
-    if (limit == 0)
-        return;
     g->dev = d;
     if (vgpu_cu.cuCtxGetCurrent == NULL || vgpu_cu.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS)
         ctx = NULL;
 
-    /* The queue bound: no more than QUEUE_NS of estimated work ahead of the GPU. */
+    /* The queue bound: no more than QUEUE_NS of estimated work ahead of the GPU, for paced
+     * work and for low-priority work on a shared GPU (so that it can yield at short notice). */
+    bounded = limit != 0 || G.priority == LIM_PRIORITY_LOW;
     spin_lock(&c->lock);
     poll_locked(c);
     outstanding = LD(&c->submitted) - LD(&c->completed);
-    while (outstanding > QUEUE_NS && c->count > 0) {
+    while (bounded && outstanding > QUEUE_NS && c->count > 0) {
         spin_unlock(&c->lock);
         sleep_until(vgpu_compute_now() + 100000u);
         spin_lock(&c->lock);
@@ -574,21 +601,32 @@ void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream)
     spin_unlock(&c->lock);
 
     est = lim_cost_estimate(&G.costs, key, &known);
-    wait = lim_pacer_book(&c->blk->tat_ns, now, est, limit, TOLERANCE_NS);
-    if (wait > 0) {
-        uint64_t until = now + wait;
-        for (uint64_t t = now; t < until && LD(&c->limit) != 0 && !LD(&c->yield);
-             t = vgpu_compute_now())
-            sleep_until(until - t > SLEEP_CHUNK_NS ? t + SLEEP_CHUNK_NS : until);
-        add_waited(c, now);
+    if (limit != 0) {
+        wait = lim_pacer_book(&c->blk->tat_ns, now, est, limit, TOLERANCE_NS);
+        if (wait > 0) {
+            uint64_t until = now + wait;
+            for (uint64_t t = now; t < until && LD(&c->limit) != 0 && !LD(&c->yield);
+                 t = vgpu_compute_now())
+                sleep_until(until - t > SLEEP_CHUNK_NS ? t + SLEEP_CHUNK_NS : until);
+            add_waited(c, now);
+            now = vgpu_compute_now();
+        }
+        ADD(&c->blk->charged_ns, est);
     }
     g->est = est;
-    ADD(&c->blk->charged_ns, est);
+    {
+        /* The busy horizon tells neighbours this process still has work queued (a process
+         * waiting in a synchronize is active as long as its GPU work runs).  A launch of unknown
+         * cost counts as HORIZON_UNKNOWN_NS: better a neighbour yields a little long than a
+         * starting high-priority job is seen idle while its first kernels wait. */
+        uint64_t hz = LD(&c->horizon);
+        ST(&c->horizon, (hz > now ? hz : now) + (known ? est : HORIZON_UNKNOWN_NS));
+    }
 
     /* Measure: unknown or young signatures, one in SAMPLE_EVERY, and whenever the queue bound
      * needs fresh news. */
     want_sample = !known || ADD(&c->nlaunch, 1u) % SAMPLE_EVERY == 0 ||
-                  (outstanding > QUEUE_NS / 2 && c->count == 0);
+                  (outstanding > QUEUE_NS / 2 && c->count == 0) || (limit == 0 && c->count == 0);
     if (!want_sample || ctx == NULL)
         return;
     spin_lock(&c->lock);

@@ -3,6 +3,8 @@
  * Every hook has the same shape:
  *   fast path (one relaxed load, compute.h) -> real call;
  *   otherwise: real driver loaded? -> re-entry -> gate (may wait) -> real call -> leave.
+ * The real call is marked as "in the driver", so a driver whose entry points call each other
+ * through their exported names (the simulator's _ptsz variants do) is gated once, not twice.
  * The cost signature of a kernel launch is its function and geometry; of a graph launch, the
  * executable graph.  A `_ptsz` launch on stream 0 goes to the per-thread default stream, and so
  * do the gate's measurements. */
@@ -55,7 +57,9 @@ CUresult vgpu_hook_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy
         return vgpu_cu.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
     struct vgpu_gate g;
     vgpu_compute_enter(&g, vgpu_kernel_key(f, gx, gy, gz, bx, by, bz, shmem), s);
+    vgpu_in_driver++;
     rc = vgpu_cu.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+    vgpu_in_driver--;
     vgpu_compute_leave(&g, s, rc);
     return rc;
 }
@@ -75,7 +79,9 @@ CUresult vgpu_hook_cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned i
         return vgpu_cu.cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
     struct vgpu_gate g;
     vgpu_compute_enter(&g, vgpu_kernel_key(f, gx, gy, gz, bx, by, bz, shmem), vgpu_ptds(s));
+    vgpu_in_driver++;
     rc = vgpu_cu.cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+    vgpu_in_driver--;
     vgpu_compute_leave(&g, vgpu_ptds(s), rc);
     return rc;
 }
@@ -101,7 +107,9 @@ CUresult vgpu_hook_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, 
         return vgpu_cu.cuLaunchKernelEx(config, f, params, extra);
     struct vgpu_gate g;
     vgpu_compute_enter(&g, vgpu_config_key(config, f), config->hStream);
+    vgpu_in_driver++;
     rc = vgpu_cu.cuLaunchKernelEx(config, f, params, extra);
+    vgpu_in_driver--;
     vgpu_compute_leave(&g, config->hStream, rc);
     return rc;
 }
@@ -119,7 +127,9 @@ CUresult vgpu_hook_cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunctio
         return vgpu_cu.cuLaunchKernelEx_ptsz(config, f, params, extra);
     struct vgpu_gate g;
     vgpu_compute_enter(&g, vgpu_config_key(config, f), vgpu_ptds(config->hStream));
+    vgpu_in_driver++;
     rc = vgpu_cu.cuLaunchKernelEx_ptsz(config, f, params, extra);
+    vgpu_in_driver--;
     vgpu_compute_leave(&g, vgpu_ptds(config->hStream), rc);
     return rc;
 }
@@ -141,7 +151,9 @@ CUresult vgpu_hook_cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsi
         return vgpu_cu.cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params);
     struct vgpu_gate g;
     vgpu_compute_enter(&g, vgpu_kernel_key(f, gx, gy, gz, bx, by, bz, shmem), s);
+    vgpu_in_driver++;
     rc = vgpu_cu.cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+    vgpu_in_driver--;
     vgpu_compute_leave(&g, s, rc);
     return rc;
 }
@@ -163,7 +175,9 @@ CUresult vgpu_hook_cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx,
                                                       params);
     struct vgpu_gate g;
     vgpu_compute_enter(&g, vgpu_kernel_key(f, gx, gy, gz, bx, by, bz, shmem), vgpu_ptds(s));
+    vgpu_in_driver++;
     rc = vgpu_cu.cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+    vgpu_in_driver--;
     vgpu_compute_leave(&g, vgpu_ptds(s), rc);
     return rc;
 }
@@ -182,7 +196,9 @@ CUresult vgpu_hook_cuGraphLaunch(CUgraphExec exec, CUstream s)
         return vgpu_cu.cuGraphLaunch(exec, s);
     struct vgpu_gate g;
     vgpu_compute_enter(&g, vgpu_graph_key(exec), s);
+    vgpu_in_driver++;
     rc = vgpu_cu.cuGraphLaunch(exec, s);
+    vgpu_in_driver--;
     vgpu_compute_leave(&g, s, rc);
     return rc;
 }
@@ -199,7 +215,9 @@ CUresult vgpu_hook_cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s)
         return vgpu_cu.cuGraphLaunch_ptsz(exec, s);
     struct vgpu_gate g;
     vgpu_compute_enter(&g, vgpu_graph_key(exec), vgpu_ptds(s));
+    vgpu_in_driver++;
     rc = vgpu_cu.cuGraphLaunch_ptsz(exec, s);
+    vgpu_in_driver--;
     vgpu_compute_leave(&g, vgpu_ptds(s), rc);
     return rc;
 }

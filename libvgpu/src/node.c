@@ -134,11 +134,14 @@ void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
 {
     /* Count containers, not processes: remember the ids already counted (bounded). */
     uint64_t seen[64];
+    uint64_t present[64];
     uint32_t nseen = 0;
+    uint32_t npresent = 0;
     uint32_t i;
 
     out->high = 0;
     out->low = 0;
+    out->present = 0;
     for (i = 0; i < VGPU_NODE_SLOTS; i++) {
         const struct vgpu_node_slot *s = &r->slots[i];
         uint64_t beat, cid;
@@ -152,6 +155,13 @@ void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
         cid = LD(&s->container_id);
         if (cid == 0 || cid == my_container || memcmp(s->uuid, uuid, 16) != 0)
             continue;
+        for (j = 0; j < npresent && present[j] != cid; j++)
+            ;
+        if (j == npresent) {
+            out->present++;
+            if (npresent < 64)
+                present[npresent++] = cid;
+        }
         if (!fresh(LD(&s->active_ns), now_ns, VGPU_NODE_ACTIVE_NS))
             continue;
         for (j = 0; j < nseen && seen[j] != cid; j++)

@@ -39,11 +39,13 @@ void vgpu_node_touch(struct vgpu_node_region *r, int slot, uint64_t now_ns);
 void vgpu_node_release(struct vgpu_node_region *r, int slot, uint64_t owner);
 
 struct vgpu_node_census {
-    uint32_t high; /* other containers active on the GPU, priority 0 */
-    uint32_t low;  /* ... priority 1 */
+    uint32_t high;    /* other containers active on the GPU, priority 0 */
+    uint32_t low;     /* ... priority 1 */
+    uint32_t present; /* other containers with a live process on the GPU, active or not */
 };
 
-/* Counts other containers (by container_id, not by process) active on `uuid` at `now_ns`. */
+/* Counts other containers (by container_id, not by process) on `uuid` at `now_ns`.  Active:
+ * active_ns within VGPU_NODE_ACTIVE_NS (active_ns may lie ahead: work still queued). */
 void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
                       uint64_t my_container, uint64_t now_ns, struct vgpu_node_census *out);
 

@@ -1,0 +1,226 @@
+/* launch_loop: a GPU workload for the compute-limiter tests, run on the simulated driver with
+ * libvgpu preloaded.  It reaches the driver the way the CUDA runtime does, dlopen("libcuda.so.1")
+ * + dlsym, so it gets libvgpu's hooks.
+ *
+ *   launch_loop PATH GRID SECONDS [NODES]
+ *     PATH   kernel | ptsz | ex | ex_ptsz | coop | coop_ptsz | graph | graph_ptsz
+ *     GRID   grid size: a simulated kernel runs GRID microseconds (x GPUWARDEN_SIM_KERNEL_SCALE)
+ *     NODES  kernels per graph (graph paths; default 10)
+ *   Launches back to back for SECONDS, synchronising every 64 launches like a real application's
+ *   occasional sync, then prints one line of key=value pairs:
+ *     share       GPU time of its kernels / wall time, from 1 s after start to the end
+ *     launches    launches made
+ *     first_ns, last_ns   CLOCK_MONOTONIC of the first and last launch's return
+ *   With LAUNCH_LOOP_TIMES=path it also writes the CLOCK_MONOTONIC of every launch's return,
+ *   one per line.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda_api.h"
+
+#define FN(name) static __typeof__(name) *p_##name
+FN(cuInit);
+FN(cuDeviceGet);
+FN(cuDevicePrimaryCtxRetain);
+FN(cuCtxSetCurrent);
+FN(cuCtxSynchronize);
+FN(cuModuleLoadData);
+FN(cuModuleGetFunction);
+FN(cuLaunchKernel);
+FN(cuLaunchKernel_ptsz);
+FN(cuLaunchKernelEx);
+FN(cuLaunchKernelEx_ptsz);
+FN(cuLaunchCooperativeKernel);
+FN(cuLaunchCooperativeKernel_ptsz);
+FN(cuGraphCreate);
+FN(cuGraphAddKernelNode_v2);
+FN(cuGraphInstantiateWithFlags);
+FN(cuGraphLaunch);
+FN(cuGraphLaunch_ptsz);
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void *need(void *h, const char *name)
+{
+    void *p = dlsym(h, name);
+    if (p == NULL) {
+        fprintf(stderr, "launch_loop: libcuda.so.1 has no %s\n", name);
+        exit(3);
+    }
+    return p;
+}
+
+static void check(CUresult rc, const char *what)
+{
+    if (rc != CUDA_SUCCESS) {
+        fprintf(stderr, "launch_loop: %s failed: %d\n", what, (int)rc);
+        exit(4);
+    }
+}
+
+#define LOAD(name) *(void **)&p_##name = need(h, #name)
+
+int main(int argc, char **argv)
+{
+    void *h;
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction fn;
+    CUgraphExec exec = NULL;
+    const char *path;
+    unsigned grid, nodes = 10, i;
+    double seconds;
+    uint64_t t0, t1 = 0, end, first = 0, last = 0, n = 0, n1 = 0, per_launch_us;
+    uint64_t *times = NULL;
+    size_t ntimes = 0, cap = 0;
+    const char *times_path = getenv("LAUNCH_LOOP_TIMES");
+
+    if (argc < 4) {
+        fprintf(stderr, "usage: launch_loop PATH GRID SECONDS [NODES]\n");
+        return 2;
+    }
+    path = argv[1];
+    grid = (unsigned)strtoul(argv[2], NULL, 10);
+    seconds = strtod(argv[3], NULL);
+    if (argc > 4)
+        nodes = (unsigned)strtoul(argv[4], NULL, 10);
+
+    h = dlopen("libcuda.so.1", RTLD_NOW);
+    if (h == NULL) {
+        fprintf(stderr, "launch_loop: %s\n", dlerror());
+        return 3;
+    }
+    LOAD(cuInit);
+    LOAD(cuDeviceGet);
+    LOAD(cuDevicePrimaryCtxRetain);
+    LOAD(cuCtxSetCurrent);
+    LOAD(cuCtxSynchronize);
+    LOAD(cuModuleLoadData);
+    LOAD(cuModuleGetFunction);
+    check(p_cuInit(0), "cuInit");
+    check(p_cuDeviceGet(&dev, 0), "cuDeviceGet");
+    check(p_cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+    check(p_cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+    check(p_cuModuleLoadData(&mod, "launch_loop"), "cuModuleLoadData");
+    check(p_cuModuleGetFunction(&fn, mod, "busy"), "cuModuleGetFunction");
+
+    per_launch_us = grid;
+    if (strncmp(path, "graph", 5) == 0) {
+        CUgraph graph;
+        CUDA_KERNEL_NODE_PARAMS_v2 kp;
+        CUgraphNode node, prev;
+        LOAD(cuGraphCreate);
+        LOAD(cuGraphAddKernelNode_v2);
+        LOAD(cuGraphInstantiateWithFlags);
+        check(p_cuGraphCreate(&graph, 0), "cuGraphCreate");
+        memset(&kp, 0, sizeof kp);
+        kp.func = fn;
+        kp.gridDimX = grid;
+        kp.gridDimY = kp.gridDimZ = kp.blockDimX = kp.blockDimY = kp.blockDimZ = 1;
+        for (i = 0; i < nodes; i++) {
+            check(p_cuGraphAddKernelNode_v2(&node, graph, i ? &prev : NULL, i ? 1 : 0, &kp),
+                  "cuGraphAddKernelNode_v2");
+            prev = node;
+        }
+        check(p_cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiateWithFlags");
+        per_launch_us = (uint64_t)grid * nodes;
+        if (strcmp(path, "graph") == 0)
+            LOAD(cuGraphLaunch);
+        else
+            LOAD(cuGraphLaunch_ptsz);
+    } else if (strcmp(path, "kernel") == 0) {
+        LOAD(cuLaunchKernel);
+    } else if (strcmp(path, "ptsz") == 0) {
+        LOAD(cuLaunchKernel_ptsz);
+    } else if (strcmp(path, "ex") == 0) {
+        LOAD(cuLaunchKernelEx);
+    } else if (strcmp(path, "ex_ptsz") == 0) {
+        LOAD(cuLaunchKernelEx_ptsz);
+    } else if (strcmp(path, "coop") == 0) {
+        LOAD(cuLaunchCooperativeKernel);
+    } else if (strcmp(path, "coop_ptsz") == 0) {
+        LOAD(cuLaunchCooperativeKernel_ptsz);
+    } else {
+        fprintf(stderr, "launch_loop: unknown launch path '%s'\n", path);
+        return 2;
+    }
+
+    t0 = now_ns();
+    end = t0 + (uint64_t)(seconds * 1e9);
+    for (;;) {
+        CUresult rc;
+        CUlaunchConfig cfg;
+        uint64_t t = now_ns();
+        if (t >= end)
+            break;
+        if (t1 == 0 && t >= t0 + 1000000000ull) {
+            check(p_cuCtxSynchronize(), "cuCtxSynchronize");
+            t1 = now_ns();
+            n1 = n;
+        }
+        memset(&cfg, 0, sizeof cfg);
+        cfg.gridDimX = grid;
+        cfg.gridDimY = cfg.gridDimZ = cfg.blockDimX = cfg.blockDimY = cfg.blockDimZ = 1;
+        if (strcmp(path, "kernel") == 0)
+            rc = p_cuLaunchKernel(fn, grid, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+        else if (strcmp(path, "ptsz") == 0)
+            rc = p_cuLaunchKernel_ptsz(fn, grid, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+        else if (strcmp(path, "ex") == 0)
+            rc = p_cuLaunchKernelEx(&cfg, fn, NULL, NULL);
+        else if (strcmp(path, "ex_ptsz") == 0)
+            rc = p_cuLaunchKernelEx_ptsz(&cfg, fn, NULL, NULL);
+        else if (strcmp(path, "coop") == 0)
+            rc = p_cuLaunchCooperativeKernel(fn, grid, 1, 1, 1, 1, 1, 0, NULL, NULL);
+        else if (strcmp(path, "coop_ptsz") == 0)
+            rc = p_cuLaunchCooperativeKernel_ptsz(fn, grid, 1, 1, 1, 1, 1, 0, NULL, NULL);
+        else if (strcmp(path, "graph") == 0)
+            rc = p_cuGraphLaunch(exec, NULL);
+        else
+            rc = p_cuGraphLaunch_ptsz(exec, NULL);
+        check(rc, path);
+        last = now_ns();
+        if (first == 0)
+            first = last;
+        n++;
+        if (times_path != NULL) {
+            if (ntimes == cap) {
+                cap = cap ? 2 * cap : 4096;
+                times = realloc(times, cap * sizeof *times);
+                if (times == NULL)
+                    return 5;
+            }
+            times[ntimes++] = last;
+        }
+        if (n % 64 == 0)
+            check(p_cuCtxSynchronize(), "cuCtxSynchronize");
+    }
+    check(p_cuCtxSynchronize(), "cuCtxSynchronize");
+    end = now_ns();
+    if (times_path != NULL) {
+        FILE *f = fopen(times_path, "w");
+        if (f == NULL)
+            return 6;
+        for (size_t k = 0; k < ntimes; k++)
+            fprintf(f, "%llu\n", (unsigned long long)times[k]);
+        fclose(f);
+    }
+    {
+        const char *scale_s = getenv("GPUWARDEN_SIM_KERNEL_SCALE");
+        double scale = scale_s ? strtod(scale_s, NULL) : 1.0;
+        double busy = (double)(n - n1) * (double)per_launch_us * 1e3 * scale;
+        double share = t1 ? busy / (double)(end - t1) : 0.0;
+        printf("share=%.4f launches=%llu first_ns=%llu last_ns=%llu\n", share,
+               (unsigned long long)n, (unsigned long long)first, (unsigned long long)last);
+    }
+    return 0;
+}
