@@ -32,6 +32,7 @@ __all__ = [
     "MAX_DEVICES",
     "MAX_PROCS",
     "VERSION",
+    "ComputeState",
     "DeviceUsage",
     "ProcUsage",
     "Region",
@@ -146,6 +147,29 @@ class RegionStruct(ctypes.Structure):
 
 
 REGION_BYTES = ctypes.sizeof(RegionStruct)
+
+
+COMPUTE_AGENT_UNLIMITED = 101
+COMPUTE_YIELD = {"auto": 0, "yield": 1, "run": 2}
+COMPUTE_POLICIES = ("default", "force", "disable")
+COMPUTE_FLAG_SHARING, COMPUTE_FLAG_LIMITED = 0x1, 0x2
+COMPUTE_FLAG_YIELDING, COMPUTE_FLAG_NODE_UNKNOWN = 0x4, 0x8
+
+
+@dataclass(frozen=True)
+class ComputeState:
+    """A device's compute block as the shims left it (vgpu_compute.h)."""
+
+    limit_pct: int
+    effective_pct: int
+    sharing: bool
+    yielding: bool
+    node_unknown: bool
+    charged_ns: int
+    waited_ns: int
+    launches: int
+    priority: int
+    policy: str
 
 
 class RegionError(Exception):
@@ -477,6 +501,62 @@ class Region:
         i = self._device_index(device)
         # one aligned 8-byte store; shims only load this field
         self._struct.devices[i].limit_bytes = LIMIT_NONE if limit_bytes is None else limit_bytes
+
+    # ---- compute (vgpu_compute.h; docs/compute.md) ------------------------------------------
+
+    def set_compute_limit(self, device: str | int, percent: int) -> None:
+        """Change a device's configured gpucores (0 = none). Every shim process applies it
+        within one tick (10 ms); it also marks the device configured, so a later process's
+        CUDA_DEVICE_SM_LIMIT no longer applies."""
+        if not 0 <= percent <= 100:
+            raise RegionError(
+                f"{self.path}: compute limit {percent} for device {device} is not valid"
+                " (percent 0..100, 0 = no limit)"
+            )
+        d = self._struct.devices[self._device_index(device)].compute
+        d.limit_pct = percent  # aligned 4-byte stores; shims only load these
+        d.config_state = 1
+
+    def set_compute_override(
+        self, device: str | int, limit: int | None = None, yield_: str = "auto"
+    ) -> None:
+        """The agent's override of the policy/priority table for a device: `limit` None (no
+        override), 0 (not limited) or 1..100 percent; `yield_` "auto", "yield" or "run"."""
+        if limit is not None and not 0 <= limit <= 100:
+            raise RegionError(
+                f"{self.path}: override limit {limit} for device {device} is not valid"
+                " (None, or percent 0..100 where 0 = not limited)"
+            )
+        if yield_ not in COMPUTE_YIELD:
+            raise RegionError(
+                f"{self.path}: override yield {yield_!r} for device {device} is not valid"
+                f" (one of {', '.join(COMPUTE_YIELD)})"
+            )
+        d = self._struct.devices[self._device_index(device)].compute
+        if limit is None:
+            d.agent_limit_pct = 0
+        else:
+            d.agent_limit_pct = COMPUTE_AGENT_UNLIMITED if limit == 0 else limit
+        d.agent_yield = COMPUTE_YIELD[yield_]
+
+    def compute_state(self, device: str | int) -> ComputeState:
+        """What the shims apply on a device now, and what it cost."""
+        r = self._struct
+        d = r.devices[self._device_index(device)].compute
+        return ComputeState(
+            limit_pct=int(d.limit_pct),
+            effective_pct=int(d.effective_pct),
+            sharing=bool(d.flags & COMPUTE_FLAG_SHARING),
+            yielding=bool(d.flags & COMPUTE_FLAG_YIELDING),
+            node_unknown=bool(d.flags & COMPUTE_FLAG_NODE_UNKNOWN),
+            charged_ns=int(d.charged_ns),
+            waited_ns=int(d.waited_ns),
+            launches=int(d.launches),
+            priority=int(r.compute.priority),
+            policy=COMPUTE_POLICIES[r.compute.core_policy]
+            if r.compute.core_policy < len(COMPUTE_POLICIES)
+            else str(r.compute.core_policy),
+        )
 
     def reclaim_dead(self, alive: AliveFn | None = None) -> int:
         """Give back what dead processes' slots still count (the shims do the same lazily).
