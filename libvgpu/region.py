@@ -271,13 +271,13 @@ class _Atomics:
             raise RegionError(
                 f"reclaiming needs libatomic ({name}: {err}); install libatomic1"
             ) from None
-        self.cas8 = lib.__atomic_compare_exchange_8
+        self.cas8 = getattr(lib, "__atomic_compare_exchange_8")
         self.cas8.argtypes = [ctypes.c_void_p, ctypes.c_void_p, u64, ctypes.c_int, ctypes.c_int]
         self.cas8.restype = ctypes.c_bool
-        self.cas4 = lib.__atomic_compare_exchange_4
+        self.cas4 = getattr(lib, "__atomic_compare_exchange_4")
         self.cas4.argtypes = [ctypes.c_void_p, ctypes.c_void_p, u32, ctypes.c_int, ctypes.c_int]
         self.cas4.restype = ctypes.c_bool
-        self.xchg8 = lib.__atomic_exchange_8
+        self.xchg8 = getattr(lib, "__atomic_exchange_8")
         self.xchg8.argtypes = [ctypes.c_void_p, u64, ctypes.c_int]
         self.xchg8.restype = u64
 

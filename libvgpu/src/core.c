@@ -228,8 +228,9 @@ int vgpu_admit(int entry, uint64_t bytes)
     if (vgpu_core.refuse_all)
         return -1;
     unsigned e = (unsigned)entry;
-    if (__builtin_expect(__atomic_load_n(&vgpu_core.ctx_charged[e], __ATOMIC_RELAXED) == 0, 0))
-        vgpu_charge_context(entry);
+    if (__builtin_expect(__atomic_load_n(&vgpu_core.ctx_charged[e], __ATOMIC_RELAXED) == 0, 0) &&
+        vgpu_charge_context(entry) != 0)
+        return -1;
     struct vgpu_region_proc *s = vgpu_slot();
     if (vgpu_budget_reserve(vgpu_core.region.r, s, e, bytes) == 0)
         return 0;
@@ -276,20 +277,30 @@ static uint64_t vgpu_measure_context(int entry, struct vgpu_region_proc *s)
     return overhead;
 }
 
-void vgpu_charge_context(int entry)
+int vgpu_charge_context(int entry)
 {
     uint32_t zero = 0;
     if (entry < 0 || vgpu_core.region.r == NULL ||
         !__atomic_compare_exchange_n(&vgpu_core.ctx_charged[entry], &zero, 1, 0,
                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-        return;
+        return 0;
     struct vgpu_region_proc *s = vgpu_slot();
     uint64_t bytes = vgpu_measure_context(entry, s);
     vgpu_log(VGPU_LOG_INFO, "context overhead on device entry %d: %llu bytes", entry,
              (unsigned long long)bytes);
     if (bytes == 0)
-        return;
-    vgpu_budget_charge(vgpu_core.region.r, s, (unsigned)entry, bytes);
+        return 0;
+    /* admitted like any allocation: a context that does not fit is refused */
+    if (vgpu_core.refuse_all || vgpu_budget_reserve(vgpu_core.region.r, s, (unsigned)entry,
+                                                    bytes) != 0) {
+        if (vgpu_core.region.fd < 0 || vgpu_core.refuse_all ||
+            vgpu_region_reclaim(&vgpu_core.region, vgpu_proc_alive) == 0 ||
+            vgpu_budget_reserve(vgpu_core.region.r, s, (unsigned)entry, bytes) != 0) {
+            __atomic_store_n(&vgpu_core.ctx_charged[entry], 0, __ATOMIC_RELEASE);
+            return -1;
+        }
+    }
     if (s != NULL)
         __atomic_fetch_add(&s->context_bytes[entry], bytes, __ATOMIC_RELAXED);
+    return 0;
 }

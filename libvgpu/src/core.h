@@ -46,8 +46,9 @@ int vgpu_entry_of_nvml(nvmlDevice_t device);
 /* Admit bytes on an entry (reclaiming dead processes once before refusing): 0 or -1. */
 int vgpu_admit(int entry, uint64_t bytes);
 void vgpu_release(int entry, uint64_t bytes);
-/* Count this process's context on an entry once, measured (see core.c). */
-void vgpu_charge_context(int entry);
+/* Count this process's context on an entry once, measured (see core.c), admitted like an
+ * allocation: 0, or -1 when it does not fit the limit (the caller refuses the context). */
+int vgpu_charge_context(int entry);
 /* Reclaim dead processes, at most every 100 ms (memory queries call it). */
 void vgpu_maybe_reclaim(void);
 

@@ -440,9 +440,14 @@ CUresult vgpu_hook_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     if (vgpu_cuda_ready() != 0)
         return CUDA_ERROR_NOT_INITIALIZED;
     CUresult rc = vgpu_cu.cuDevicePrimaryCtxRetain(pctx, dev);
-    if (rc == CUDA_SUCCESS && !vgpu_bypass() && vgpu_core_ready() == 0)
-        vgpu_charge_context(vgpu_entry_of(dev));
-    return rc;
+    if (rc != CUDA_SUCCESS || vgpu_bypass() || vgpu_core_ready() != 0 ||
+        vgpu_charge_context(vgpu_entry_of(dev)) == 0)
+        return rc;
+    /* the context does not fit the container's slice: undo it, as a full device would */
+    if (vgpu_cu.cuDevicePrimaryCtxRelease_v2 != NULL)
+        vgpu_cu.cuDevicePrimaryCtxRelease_v2(dev);
+    *pctx = NULL;
+    return CUDA_ERROR_OUT_OF_MEMORY;
 }
 VGPU_EXPORT_HOOK(cuDevicePrimaryCtxRetain);
 
@@ -451,9 +456,13 @@ CUresult vgpu_hook_cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice 
     if (vgpu_cuda_ready() != 0)
         return CUDA_ERROR_NOT_INITIALIZED;
     CUresult rc = vgpu_cu.cuCtxCreate_v2(pctx, flags, dev);
-    if (rc == CUDA_SUCCESS && !vgpu_bypass() && vgpu_core_ready() == 0)
-        vgpu_charge_context(vgpu_entry_of(dev));
-    return rc;
+    if (rc != CUDA_SUCCESS || vgpu_bypass() || vgpu_core_ready() != 0 ||
+        vgpu_charge_context(vgpu_entry_of(dev)) == 0)
+        return rc;
+    if (vgpu_cu.cuCtxDestroy_v2 != NULL)
+        vgpu_cu.cuCtxDestroy_v2(*pctx);
+    *pctx = NULL;
+    return CUDA_ERROR_OUT_OF_MEMORY;
 }
 VGPU_EXPORT_HOOK(cuCtxCreate_v2);
 

@@ -101,12 +101,17 @@ int main(int argc, char **argv)
     }
     if (p_cuInit(0) != CUDA_SUCCESS || p_cuDeviceGet(&dev, 0) != CUDA_SUCCESS)
         return 3;
+    CUresult crc;
     if (argc > 2 && strcmp(argv[2], "ctx:create") == 0) {
-        if (p_cuCtxCreate_v2(&ctx, 0, dev) != CUDA_SUCCESS)
-            return 3;
+        crc = p_cuCtxCreate_v2(&ctx, 0, dev);
         first = 3;
-    } else if (p_cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
-               p_cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
+    } else {
+        crc = p_cuDevicePrimaryCtxRetain(&ctx, dev);
+        if (crc == CUDA_SUCCESS)
+            crc = p_cuCtxSetCurrent(ctx);
+    }
+    if (crc != CUDA_SUCCESS) {
+        printf("ctx rc=%d\n", (int)crc);
         return 3;
     }
     char line[256];

@@ -1,0 +1,141 @@
+"""The limit is exact at the boundary, holds across 8 processes racing on one region, frees what a
+SIGKILLed process held, follows a limit changed at run time through libvgpu/region.py, and counts
+each process's context overhead as measured (not a constant)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from conftest import OOM, GiB, MiB
+
+from libvgpu.region import Region
+
+
+def free_now(run) -> int:
+    rows, _ = run.run("dlsym", "info")
+    return int(rows[0]["free"])
+
+
+@pytest.mark.parametrize("delta", [-1, 0, 1])
+def test_boundary_is_exact(shim, delta: int) -> None:
+    run = shim("1g")
+    room = free_now(run)  # limit minus this process's context
+    rows, _ = run.run("dlsym", f"alloc:{room + delta}", "alloc:1", "info")
+    if delta > 0:
+        assert rows[0]["rc"] == str(OOM)
+        assert rows[1]["rc"] == "0"
+    elif delta == 0:
+        assert rows[0]["rc"] == "0"
+        assert rows[1]["rc"] == str(OOM)
+        assert rows[2]["free"] == "0"
+    else:
+        assert rows[0]["rc"] == "0"
+        assert rows[1]["rc"] == "0"  # the very last byte
+        assert rows[2]["free"] == "0"
+
+
+def test_context_overhead_is_measured(shim) -> None:
+    run = shim("1g", GPUWARDEN_SIM_CTX_OVERHEAD=str(123 * MiB))
+    # the sim reads its overhead when it creates its state: fresh state for this test
+    assert free_now(run) == GiB - 123 * MiB
+
+
+def _hold(run, *ops: str):
+    p = run.spawn("dlsym", *ops, "hold")
+    lines = []
+    while True:
+        line = p.stdout.readline()
+        assert line, p.stderr.read()
+        if line.strip() == "holding":
+            return p, lines
+        lines.append(line)
+
+
+def test_eight_racing_processes_never_pass_the_limit(shim) -> None:
+    limit = 4 * GiB
+    chunk = 7 * MiB
+    run = shim(str(limit))
+    procs = [run.spawn("dlsym", f"fill:{chunk}", "hold") for _ in range(8)]
+    counts = []
+    refused_contexts = 0
+    for p in procs:
+        line = p.stdout.readline()
+        if line.startswith("ctx rc="):  # its context did not fit any more: refused, as OOM
+            assert line.strip() == f"ctx rc={OOM}"
+            refused_contexts += 1
+            continue
+        assert "fill" in line, p.stderr.read()
+        counts.append(int(line.split("count=")[1].split()[0]))
+        assert p.stdout.readline().strip() == "holding"
+    with Region.open(run.region_path) as region:
+        dev = region.snapshot().devices[0]
+    for p in procs:
+        p.stdin.close()
+        p.wait(timeout=30)
+        p.stdout.close()
+        p.stderr.close()
+    contexts = sum(pu.context_bytes for pu in dev.processes)
+    assert contexts == (8 - refused_contexts) * 300 * MiB
+    admitted = sum(counts) * chunk
+    assert dev.used_bytes == admitted + contexts
+    assert dev.used_bytes <= limit
+    assert limit - dev.used_bytes < chunk  # and the slice was really used up
+    assert len(dev.processes) == 8 - refused_contexts
+    assert all(pu.alive for pu in dev.processes)
+
+
+def test_sigkilled_process_is_reclaimed_by_the_next_one(shim) -> None:
+    run = shim("2g")
+    p, _ = _hold(run, "alloc:1000000000")
+    with Region.open(run.region_path) as region:
+        assert region.snapshot().devices[0].used_bytes == 1_000_000_000 + 300 * MiB
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+        room = free_now(run)  # the next process reclaims the dead one's usage
+        assert room == 2 * GiB - 300 * MiB
+        snap = region.snapshot().devices[0]
+        assert [pu.pid for pu in snap.processes] == []  # the probe above exited cleanly
+        assert snap.used_bytes == 0
+
+
+def test_sigkilled_process_is_reclaimed_by_the_agent(shim) -> None:
+    run = shim("2g")
+    p, _ = _hold(run, "alloc:500000000")
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    with Region.open(run.region_path) as region:
+        before = region.snapshot().devices[0]
+        assert [pu.alive for pu in before.processes] == [False]
+        assert region.reclaim_dead() == 1
+        assert region.snapshot().devices[0].used_bytes == 0
+
+
+def test_limit_changed_at_run_time(shim) -> None:
+    run = shim("1g")
+    p = run.spawn("dlsym", "stdin")
+
+    def ask(op: str) -> str:
+        p.stdin.write(op + "\n")
+        p.stdin.flush()
+        return p.stdout.readline()
+
+    try:
+        assert "rc=0" in ask("alloc:500000000")
+        assert f"rc={OOM}" in ask("alloc:500000000")  # 300 MiB context + 2 x 500 MB > 1 GiB
+        with Region.open(run.region_path) as region:
+            region.set_memory_limit(0, 2 * GiB)
+            assert "rc=0" in ask("alloc:500000000")
+            assert f"total={2 * GiB}" in ask("info")
+            region.set_memory_limit(region.snapshot().devices[0].uuid, 1 * GiB)
+            assert f"rc={OOM}" in ask("alloc:1")  # over the new limit: nothing more
+            line = ask("info")
+            assert f"total={GiB}" in line and "free=0 " in line
+            region.set_memory_limit(0, None)  # no limit: the real device
+            assert "rc=0" in ask("alloc:1000000000")
+    finally:
+        p.stdin.close()
+        p.wait(timeout=30)
+    time.sleep(0)
