@@ -1,0 +1,175 @@
+"""`gpuwarden sim ...`: the simulated GPU from the command line.
+
+  sim env    print the `export` lines that make a shell's programs use the simulated GPU
+  sim smoke  run a small C workload on a fresh simulated GPU and show what real pynvml sees
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from libvgpu.paths import LIBVGPU_DIR, NotBuiltError, sim_lib_dir
+from libvgpu.sim import (
+    DEFAULT_MEMORY,
+    MAX_DEVICES,
+    SIM_CTX_OVERHEAD,
+    SimInputError,
+    default_state_path,
+    sim_env,
+)
+
+__all__ = ["register"]
+
+MiB = 1 << 20
+SMOKE_SOURCE = LIBVGPU_DIR / "sim" / "demo" / "smoke_workload.c"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    sim = subparsers.add_parser("sim", help="the simulated NVIDIA GPU (libvgpu/sim)",
+                                description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sim.set_defaults(handler=lambda _args: (sim.print_help(), 2)[1])
+    sub = sim.add_subparsers(dest="sim_command", metavar="SUBCOMMAND")
+
+    env = sub.add_parser("env", help="print export lines for the simulated GPU",
+                         description="Print the environment that makes programs load the "
+                         "simulated libcuda.so.1 and libnvidia-ml.so.1. Use: "
+                         "eval \"$(gpuwarden sim env)\"")
+    env.add_argument("--devices", default="1",
+                     help=f"number of simulated GPUs, 1 to {MAX_DEVICES} (default 1)")
+    env.add_argument("--memory", default=DEFAULT_MEMORY,
+                     help="memory per GPU: bytes or KiB/MiB/GiB/TiB (default 80GiB)")
+    env.add_argument("--state", default=None,
+                     help=f"state file shared by the programs (default {default_state_path()})")
+    env.set_defaults(handler=cmd_env)
+
+    smoke = sub.add_parser("smoke", help="run a small workload on the simulated GPU and show "
+                           "what NVML sees")
+    smoke.add_argument("--seconds", type=float, default=1.5,
+                       help="how long the workload keeps the GPU half busy (default 1.5)")
+    smoke.set_defaults(handler=cmd_smoke)
+
+
+def _fail(message: str) -> int:
+    print(f"gpuwarden sim: {message}", file=sys.stderr)
+    return 2
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    state = Path(args.state) if args.state else default_state_path()
+    try:
+        if args.state is not None and (not args.state.strip() or state.is_dir()):
+            raise SimInputError(f"--state: {args.state!r} is not a file path; give the path of "
+                                "a state file (it is created on first use)")
+        from libvgpu.sim import parse_devices, parse_size
+
+        parse_devices(args.devices, name="--devices")
+        parse_size(args.memory, name="--memory")
+        env = sim_env(state, devices=args.devices, memory=args.memory, ld_library_path="")
+    except (SimInputError, NotBuiltError) as err:
+        return _fail(str(err))
+    print(f"# gpuwarden simulated GPU; state file: {state}")
+    print("# (devices and memory apply when the state file is created; remove it to change them)")
+    for name, value in env.items():
+        if name == "LD_LIBRARY_PATH":
+            print(f"export {name}={shlex.quote(value)}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}")
+        else:
+            print(f"export {name}={shlex.quote(value)}")
+    return 0
+
+
+def _compile_workload(out_dir: Path) -> Path:
+    cc = shutil.which("cc")
+    if cc is None:
+        raise RuntimeError("no C compiler (`cc`) on PATH; scripts/setup.sh installs one")
+    exe = out_dir / "smoke_workload"
+    cmd = [cc, "-std=c11", "-D_GNU_SOURCE", "-O1", "-Wall", "-Werror",
+           f"-I{LIBVGPU_DIR / 'include'}", str(SMOKE_SOURCE), "-o", str(exe), "-ldl"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"compiling {SMOKE_SOURCE} failed:\n{done.stderr}")
+    return exe
+
+
+def _load_sim_nvml(env: dict[str, str]):  # type: ignore[no-untyped-def]
+    """Import pynvml bound to the simulated libnvidia-ml (loaded by path before pynvml looks
+    it up by soname, so this process needs no LD_LIBRARY_PATH of its own)."""
+    os.environ["GPUWARDEN_SIM_STATE"] = env["GPUWARDEN_SIM_STATE"]
+    ctypes.CDLL(str(sim_lib_dir() / "libnvidia-ml.so.1"), mode=ctypes.RTLD_GLOBAL)
+    import pynvml
+
+    return pynvml
+
+
+def _show(pynvml, title: str, last_seen: int) -> None:  # type: ignore[no-untyped-def]
+    print(f"\n== {title}")
+    for i in range(pynvml.nvmlDeviceGetCount()):
+        h = pynvml.nvmlDeviceGetHandleByIndex(i)
+        mem = pynvml.nvmlDeviceGetMemoryInfo(h)
+        util = pynvml.nvmlDeviceGetUtilizationRates(h)
+        print(f"GPU {i}: {pynvml.nvmlDeviceGetName(h)}  {pynvml.nvmlDeviceGetUUID(h)}")
+        print(f"  memory used {mem.used // MiB} MiB of {mem.total // MiB} MiB; "
+              f"utilization {util.gpu}% (last second)")
+        procs = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
+        try:
+            found = pynvml.nvmlDeviceGetProcessUtilization(h, last_seen)
+            samples = {s.pid: s.smUtil for s in found}
+        except pynvml.NVMLError_NotFound:
+            samples = {}
+        if not procs:
+            print("  processes: none")
+        for p in procs:
+            print(f"  process {p.pid}: {p.usedGpuMemory // MiB} MiB "
+                  f"(incl. {SIM_CTX_OVERHEAD // MiB} MiB simulated context), "
+                  f"SM {samples.get(p.pid, 0)}%")
+
+
+def cmd_smoke(args: argparse.Namespace) -> int:
+    if not 0.2 <= args.seconds <= 60:
+        return _fail(f"--seconds: {args.seconds} is not valid; use 0.2 to 60")
+    try:
+        lib_dir = sim_lib_dir()
+    except NotBuiltError as err:
+        return _fail(str(err))
+    if "pynvml" in sys.modules:
+        return _fail("pynvml is already loaded in this process; run `gpuwarden sim smoke` alone")
+    with tempfile.TemporaryDirectory(prefix="gpuwarden-smoke-") as tmp:
+        env = {**os.environ, **sim_env(Path(tmp) / "sim.state", devices=1, memory="16GiB")}
+        try:
+            exe = _compile_workload(Path(tmp))
+        except RuntimeError as err:
+            return _fail(str(err))
+        print(f"gpuwarden sim smoke: simulated driver from {lib_dir}")
+        print("A C workload reaches libcuda.so.1 through dlopen/dlsym (like the CUDA runtime);")
+        print("this process reads the same simulated GPU through real pynvml.\n")
+        proc = subprocess.Popen([str(exe), str(int(args.seconds * 1000))], env=env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None and proc.stdin is not None
+        for line in proc.stdout:
+            if line.strip() == "ready":
+                break
+            print(line, end="")
+        else:
+            proc.wait()
+            return _fail(f"the workload exited early (status {proc.returncode})")
+        pynvml = _load_sim_nvml(env)
+        pynvml.nvmlInit()
+        try:
+            _show(pynvml, "what NVML shows while the workload holds its memory", 0)
+            seen = int(time.time() * 1e6)
+            proc.stdin.close()
+            proc.wait(timeout=30)
+            _show(pynvml, f"after the workload exited (status {proc.returncode})", seen)
+        finally:
+            pynvml.nvmlShutdown()
+    print("\nAll numbers above come from the simulation: no GPU was used.")
+    return 0 if proc.returncode == 0 else 1
