@@ -54,24 +54,20 @@ uint64_t lim_cost_key(uint64_t fn, uint32_t gx, uint32_t gy, uint32_t gz, uint32
     return h ? h : 1u;
 }
 
-uint64_t lim_median(const uint64_t *v, uint32_t n)
+uint64_t lim_lowest(const uint64_t *v, uint32_t n)
 {
-    uint64_t s[LIM_COST_SAMPLES];
+    uint64_t low;
     uint32_t i;
-    uint32_t j;
 
     if (n == 0)
         return 0;
     if (n > LIM_COST_SAMPLES)
         n = LIM_COST_SAMPLES;
-    for (i = 0; i < n; i++) {
-        uint64_t x = v[i];
-        for (j = i; j > 0 && s[j - 1] > x; j--)
-            s[j] = s[j - 1];
-        s[j] = x;
-    }
-    /* Even counts take the lower middle: an unknown stretch biases upward, not down. */
-    return s[(n - 1) / 2];
+    low = v[0];
+    for (i = 1; i < n; i++)
+        if (v[i] < low)
+            low = v[i];
+    return low;
 }
 
 uint64_t lim_cost_estimate(const struct lim_cost_table *t, uint64_t key, int *known)
@@ -125,7 +121,7 @@ uint32_t lim_cost_sample(struct lim_cost_table *t, uint64_t key, uint64_t sample
     if (e->count < UINT32_MAX)
         e->count++;
     n = e->count < LIM_COST_SAMPLES ? e->count : LIM_COST_SAMPLES;
-    __atomic_store_n(&e->est_ns, lim_median(e->samples, n), __ATOMIC_RELAXED);
+    __atomic_store_n(&e->est_ns, lim_lowest(e->samples, n), __ATOMIC_RELAXED);
     __atomic_store_n(&e->key, key, __ATOMIC_RELEASE);
 
     fb = __atomic_load_n(&t->fallback_ns, __ATOMIC_RELAXED);

@@ -5,8 +5,10 @@
  *               (the theoretical arrival time) lives in the container's shared region, so every
  *               process of the container books against the same budget with one CAS loop.
  *               Credit is bounded by the tolerance: an idle container cannot save up time.
- *  - cost:      per-launch-signature GPU time estimates, the median of the last samples, so
- *               that a sample stretched by another context's time slice does not move it.
+ *  - cost:      per-launch-signature GPU time estimates: the smallest of the last samples.  A
+ *               sample is stretched, never shrunk, by other work on the GPU (another context's
+ *               time slice, another container's queued kernels), so the smallest of a window
+ *               is the kernel's own time as soon as one sample in the window ran unhindered.
  *  - decide:    the policy/priority table (docs/compute.md) as one function.
  *  - parse:     the compute environment variables, strict, with the safe-side fallbacks.
  */
@@ -30,12 +32,12 @@ uint64_t lim_pacer_increment(uint64_t cost_ns, uint32_t limit_pct);
 /* ---- cost estimates ---------------------------------------------------------------------- */
 
 #define LIM_COST_SLOTS   1024u /* power of two */
-#define LIM_COST_SAMPLES 5u    /* odd: the estimate is their median */
+#define LIM_COST_SAMPLES 16u   /* the estimate is the smallest of the last this many */
 #define LIM_COST_PROBES  8u
 
 struct lim_cost_entry {
     uint64_t key;     /* 0 = empty; atomically published */
-    uint64_t est_ns;  /* median of samples[]; atomically published */
+    uint64_t est_ns;  /* smallest of samples[]; atomically published */
     uint32_t count;   /* samples taken (saturating) */
     uint32_t next;    /* ring position */
     uint64_t samples[LIM_COST_SAMPLES];
@@ -58,8 +60,8 @@ uint64_t lim_cost_estimate(const struct lim_cost_table *t, uint64_t key, int *kn
 /* Adds one measured sample; returns the number of samples the key now has (saturating). */
 uint32_t lim_cost_sample(struct lim_cost_table *t, uint64_t key, uint64_t sample_ns);
 
-/* Median of n (<= LIM_COST_SAMPLES) values. */
-uint64_t lim_median(const uint64_t *v, uint32_t n);
+/* Smallest of n (<= LIM_COST_SAMPLES) values, 0 for none. */
+uint64_t lim_lowest(const uint64_t *v, uint32_t n);
 
 /* ---- the policy / priority table ----------------------------------------------------------- */
 

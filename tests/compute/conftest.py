@@ -45,3 +45,68 @@ def limiter_driver(tmp_path_factory: pytest.TempPathFactory) -> Driver:
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, f"{' '.join(cmd)}\n{done.stderr}"
     return Driver(exe)
+
+
+# ---- the shim on the simulated GPU ----------------------------------------------------------
+
+
+class Loop:
+    """tests/compute/progs/launch_loop.c, run with libvgpu preloaded on a simulated GPU."""
+
+    def __init__(self, exe: Path, node_region: Path) -> None:
+        self.exe = exe
+        self.node_region = node_region
+
+    def env(self, sim_env: dict[str, str], **extra: str) -> dict[str, str]:
+        from libvgpu.paths import shim_path
+
+        env = dict(sim_env)
+        for name in ("CUDA_DEVICE_SM_LIMIT", "GPU_CORE_UTILIZATION_POLICY", "CUDA_TASK_PRIORITY",
+                     "CUDA_DEVICE_MEMORY_SHARED_CACHE", "LAUNCH_LOOP_TIMES", "LIBCUDA_LOG_LEVEL"):
+            env.pop(name, None)
+        env["LD_PRELOAD"] = str(shim_path())
+        env["GPUWARDEN_NODE_REGION"] = str(self.node_region)
+        env.update(extra)
+        return env
+
+    def start(self, sim_env: dict[str, str], path: str, grid: int, seconds: float,
+              **extra: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [str(self.exe), path, str(grid), str(seconds)], env=self.env(sim_env, **extra),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+
+    @staticmethod
+    def result(proc: subprocess.Popen[str], timeout: float = 60) -> dict[str, float | str]:
+        out, err = proc.communicate(timeout=timeout)
+        assert proc.returncode == 0, f"launch_loop failed (rc {proc.returncode}):\n{err}"
+        fields: dict[str, float | str] = {"stderr": err}
+        for word in out.split():
+            key, _, value = word.partition("=")
+            fields[key] = float(value)
+        return fields
+
+    def run(self, sim_env: dict[str, str], path: str, grid: int, seconds: float,
+            **extra: str) -> dict[str, float | str]:
+        return self.result(self.start(sim_env, path, grid, seconds, **extra))
+
+
+@pytest.fixture(scope="session")
+def loop_exe(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from libvgpu.paths import shim_path, sim_lib_dir
+
+    shim_path(), sim_lib_dir()  # a clear error when `make -C libvgpu` was not run
+    cc = shutil.which("cc") or shutil.which("gcc")
+    assert cc, "a C compiler (cc) is needed to build tests/compute/progs/launch_loop.c"
+    exe = tmp_path_factory.mktemp("compute-progs") / "launch_loop"
+    cmd = [cc, *CFLAGS, f"-I{REPO / 'libvgpu' / 'include'}", str(HERE / "progs" / "launch_loop.c"),
+           "-ldl", "-o", str(exe)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, f"{' '.join(cmd)}\n{done.stderr}"
+    return exe
+
+
+@pytest.fixture
+def loop(loop_exe: Path, tmp_path: Path) -> Loop:
+    """launch_loop with a node region of its own (fresh per test)."""
+    return Loop(loop_exe, tmp_path / "node.region")

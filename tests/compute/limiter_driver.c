@@ -12,7 +12,7 @@
  *   limiter_driver decide
  *       prints the verdict for every combination of the inputs of lim_decide.
  *   limiter_driver parse pct|policy|priority VALUE
- *   limiter_driver median V1 [V2 ...]
+ *   limiter_driver lowest V1 [V2 ...]
  *   limiter_driver cost SAMPLE...          (one key; prints the estimate after each sample)
  */
 #include <stdio.h>
@@ -172,12 +172,12 @@ int main(int argc, char **argv)
         return cmd_decide();
     if (argc == 4 && strcmp(argv[1], "parse") == 0)
         return cmd_parse(argv + 2);
-    if (argc >= 3 && strcmp(argv[1], "median") == 0) {
+    if (argc >= 3 && strcmp(argv[1], "lowest") == 0) {
         uint64_t v[LIM_COST_SAMPLES];
         uint32_t n = 0;
         for (int i = 2; i < argc && n < LIM_COST_SAMPLES; i++)
             v[n++] = arg_u64(argv[i]);
-        printf("%llu\n", (unsigned long long)lim_median(v, n));
+        printf("%llu\n", (unsigned long long)lim_lowest(v, n));
         return 0;
     }
     if (argc >= 3 && strcmp(argv[1], "cost") == 0)

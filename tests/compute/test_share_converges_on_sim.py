@@ -1,0 +1,24 @@
+"""On the simulated GPU, a workload held to a limit gets that share of GPU time (within 5
+points), for long and short kernels, measured from 1 s after start."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("kernel_us", "seconds"), [(2000, 3.0), (100, 3.0)], ids=["2ms", "100us"])
+def test_share_tracks_limit(loop, make_sim_gpu, kernel_us: int, seconds: float) -> None:
+    limits = (10, 30, 50, 70)
+    procs = {
+        limit: loop.start(make_sim_gpu().env, "kernel", kernel_us, seconds,
+                          CUDA_DEVICE_SM_LIMIT=str(limit), GPU_CORE_UTILIZATION_POLICY="force")
+        for limit in limits
+    }
+    shares = {limit: loop.result(p)["share"] for limit, p in procs.items()}
+    for limit, share in shares.items():
+        assert share == pytest.approx(limit / 100, abs=0.05), shares
+
+
+def test_unlimited_runs_at_full_speed(loop, sim_gpu) -> None:
+    assert loop.run(sim_gpu.env, "kernel", 1000, 2.0)["share"] > 0.95
