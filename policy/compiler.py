@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from policy import ast
-from policy.diagnostics import Diagnostic, Severity, Span, closest
+from policy.diagnostics import Diagnostic, Severity, Span, closest, source_lines
 from policy.matching import (
     Conjunct,
     Predicate,
@@ -458,7 +458,7 @@ def compile_modules(
     modules: Sequence[ast.Module],
 ) -> tuple[CompiledPolicy | None, list[Diagnostic]]:
     """Compile parsed files, in precedence order (later = higher), into one policy."""
-    ctx = _Ctx({m.file: m.text.splitlines() for m in modules})
+    ctx = _Ctx({m.file: source_lines(m.text) for m in modules})
     rules: list[CompiledRule] = []
     defaults: dict[str, Decision] = {}
     unmanaged: dict[str, Decision] = {}

@@ -18,6 +18,7 @@ __all__ = [
     "Span",
     "closest",
     "render_all",
+    "source_lines",
 ]
 
 
@@ -123,6 +124,12 @@ class Diagnostic:
             **self.span.to_json(),
             "related": [{**sp.to_json(), "message": note} for sp, note in self.related],
         }
+
+
+def source_lines(text: str) -> list[str]:
+    """Lines as the parser counts them: split at "\n" only (not at form feeds or U+2028,
+    which `str.splitlines` would also split at)."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
 
 
 def render_all(diagnostics: Iterable[Diagnostic]) -> str:

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from policy import ast
-from policy.diagnostics import Diagnostic
+from policy.diagnostics import Diagnostic, source_lines
 from policy.parser import parse
 from policy.printer import format_expr, format_stmt, format_value
 
@@ -33,7 +33,7 @@ class Comment:
 def scan_comments(text: str) -> list[Comment]:
     """Every `#` comment with its line (strings never span lines, so a line scan suffices)."""
     out: list[Comment] = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(source_lines(text), 1):
         in_str = False
         i = 0
         while i < len(line):
@@ -54,7 +54,7 @@ def scan_comments(text: str) -> list[Comment]:
 
 class _Writer:
     def __init__(self, text: str) -> None:
-        self.src = text.splitlines()
+        self.src = source_lines(text)
         self.comments = scan_comments(text)
         self.next = 0  # index of the first comment not yet written
         self.out: list[str] = []

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from policy import ast
 from policy.compiler import CompiledPolicy, compile_modules
-from policy.diagnostics import Diagnostic, Severity, Span, closest
+from policy.diagnostics import Diagnostic, Severity, Span, closest, source_lines
 from policy.parser import parse
 
 __all__ = ["POLICY_SUFFIX", "SUPPORTED_VERSIONS", "LoadResult", "load_policy", "load_texts"]
@@ -90,7 +90,7 @@ class _Loader:
         if module is None:
             self.contributes[key] = True  # unknown; do not also warn that it adds nothing
             return True
-        lines = text.splitlines()
+        lines = source_lines(text)
         self._check_version(module, lines)
         defines = False
         for item in module.items:
@@ -215,11 +215,11 @@ def load_texts(files: Sequence[tuple[str, str]]) -> LoadResult:
         module, diags = parse(text, name)
         loader.diagnostics.extend(diags)
         if module is not None:
-            loader._check_version(module, text.splitlines())
+            loader._check_version(module, source_lines(text))
             for item in module.items:
                 if isinstance(item, ast.Include):
                     loader.error("GW015", item.span, "includes need files on disk",
-                                 source=text.splitlines()[item.span.line - 1])
+                                 source=source_lines(text)[item.span.line - 1])
             loader.modules.append(module)
     return _finish(loader)
 

@@ -18,7 +18,7 @@ from lark.exceptions import (
 )
 
 from policy import ast
-from policy.diagnostics import Diagnostic, Severity, Span, closest
+from policy.diagnostics import Diagnostic, Severity, Span, closest, source_lines
 
 __all__ = ["STATEMENT_KEYWORDS", "TOP_KEYWORDS", "parse", "parser"]
 
@@ -67,7 +67,7 @@ def parser() -> Lark:
 
 def parse(text: str, file: str) -> tuple[ast.Module | None, list[Diagnostic]]:
     """Parse one file.  Never raises on any input: problems come back as diagnostics."""
-    lines = text.splitlines()
+    lines = source_lines(text)
     source = text if text.endswith("\n") else text + "\n"
     depth_error = _check_depth(source, file, lines)
     if depth_error:
@@ -160,7 +160,7 @@ def _convert(err: UnexpectedInput, source: str, file: str, lines: list[str]) -> 
     if isinstance(err, UnexpectedEOF) or (
         isinstance(err, UnexpectedToken) and err.token.type == "$END"
     ):
-        line, col = len(lines) + 1, 1
+        line, col = len(source.split("\n")), 1
     if line is None or line < 1:
         line, col = max(1, len(lines)), 1
     offset = _offset(source, line, col)
