@@ -1,0 +1,57 @@
+"""A low-priority container yields to a high-priority one within 100 ms of the high-priority
+job's first launch, launches nothing while it runs, and resumes within 100 ms of it leaving;
+the high-priority job keeps >= 90 % of its alone throughput."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+MS = 1_000_000
+
+
+@pytest.mark.slow
+def test_low_blocks_and_releases_within_100ms(loop, sim_gpu, tmp_path) -> None:
+    times = tmp_path / "low.times"
+    low = loop.start(sim_gpu.env, "kernel", 1000, 4.0, CUDA_TASK_PRIORITY="1",
+                     LAUNCH_LOOP_TIMES=str(times),
+                     CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / "low.region"))
+    time.sleep(1.0)
+    high = loop.start(sim_gpu.env, "kernel", 1000, 1.5, CUDA_TASK_PRIORITY="0",
+                      CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / "high.region"))
+    hr = loop.result(high)
+    high_gone = time.monotonic_ns()  # CLOCK_MONOTONIC, as the C program's times
+    loop.result(low)
+    launches = [int(x) for x in times.read_text().split()]
+    first, last = int(hr["first_ns"]), int(hr["last_ns"])
+
+    late = [t for t in launches if first + 100 * MS < t <= last]
+    assert not late, f"{len(late)} low-priority launches while high priority ran"
+    resumed = [t for t in launches if t > last]
+    assert resumed, "the low-priority job never resumed"
+    assert resumed[0] - high_gone < 100 * MS, (resumed[0] - high_gone) / MS
+    assert hr["share"] >= 0.90
+
+
+@pytest.mark.slow
+def test_agent_override_yield_and_run(loop, sim_gpu, tmp_path) -> None:
+    """The agent's fields win: "yield" pauses a container that is alone, "run" frees one that
+    would yield."""
+    from libvgpu.region import Region
+
+    path = tmp_path / "c.region"
+    times = tmp_path / "c.times"
+    proc = loop.start(sim_gpu.env, "kernel", 1000, 3.0, LAUNCH_LOOP_TIMES=str(times),
+                      CUDA_DEVICE_MEMORY_SHARED_CACHE=str(path))
+    time.sleep(1.0)
+    with Region.open(path) as region:
+        region.set_compute_override(0, yield_="yield")
+        paused = time.monotonic_ns()
+        time.sleep(0.5)
+        region.set_compute_override(0, yield_="auto")
+        resumed = time.monotonic_ns()
+    loop.result(proc)
+    launches = [int(x) for x in times.read_text().split()]
+    assert not [t for t in launches if paused + 100 * MS < t < resumed]
+    assert [t for t in launches if resumed < t < resumed + 100 * MS]
