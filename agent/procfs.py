@@ -1,0 +1,80 @@
+"""Reading /proc (the root is a parameter so tests pass fixture trees): a process's parent,
+start time (field 22 of stat, clock ticks after boot, which tells a reused PID apart), name, and
+the workload marker that `gpuwarden run` puts in its environment."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.model import Pid
+
+__all__ = ["MARKER_ENV", "ProcInfo", "read_proc", "scan", "start_time"]
+
+MARKER_ENV = "GPUWARDEN_WORKLOAD"
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    pid: Pid
+    ppid: Pid
+    start_time: int
+    comm: str
+    marker: str | None = None  # GPUWARDEN_WORKLOAD from its environment
+
+
+def _parse_stat(text: str) -> tuple[str, int, int]:
+    # "pid (comm with ) maybe) S ppid ...": comm ends at the last ')'
+    head, _, rest = text.rpartition(")")
+    comm = head.partition("(")[2]
+    fields = rest.split()
+    # fields[0] is field 3 (state); ppid is field 4, starttime field 22
+    return comm, int(fields[1]), int(fields[19])
+
+
+def start_time(pid: int, root: str | Path = "/proc") -> int | None:
+    try:
+        text = Path(root, str(pid), "stat").read_text()
+    except OSError:
+        return None
+    try:
+        return _parse_stat(text)[2]
+    except (IndexError, ValueError):
+        return None
+
+
+def _marker(pid: int, root: str | Path) -> str | None:
+    try:
+        data = Path(root, str(pid), "environ").read_bytes()
+    except OSError:
+        return None
+    prefix = MARKER_ENV.encode() + b"="
+    for item in data.split(b"\0"):
+        if item.startswith(prefix):
+            return item[len(prefix):].decode(errors="replace")
+    return None
+
+
+def read_proc(pid: int, root: str | Path = "/proc", with_marker: bool = True) -> ProcInfo | None:
+    try:
+        text = Path(root, str(pid), "stat").read_text()
+        comm, ppid, start = _parse_stat(text)
+    except (OSError, IndexError, ValueError):
+        return None
+    return ProcInfo(Pid(pid), Pid(ppid), start, comm,
+                    _marker(pid, root) if with_marker else None)
+
+
+def scan(root: str | Path = "/proc", with_marker: bool = True) -> dict[Pid, ProcInfo]:
+    out: dict[Pid, ProcInfo] = {}
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return out
+    for name in names:
+        if name.isdigit():
+            info = read_proc(int(name), root, with_marker)
+            if info is not None:
+                out[info.pid] = info
+    return out
