@@ -107,9 +107,11 @@ struct gw_pending {
 
 BPF_HASH(procs, __u32, struct gw_proc, GW_MAX_PROCS);
 BPF_HASH(ledger, struct gw_ledger_key, __u64, GW_MAX_LEDGER);
-BPF_HASH(ptrs, struct gw_ptr_key, struct gw_ptr_val, GW_MAX_PTRS);
-BPF_HASH(ctx_dev, struct gw_ctx_key, __s32, GW_MAX_CTX);
-BPF_HASH(ctx_stack, __u32, struct gw_ctx_stack, GW_MAX_THREADS);
+/* The big maps grow on demand (BPF_F_NO_PREALLOC: kernel >= 6.1 allocates tracing maps'
+ * elements safely), so their memory follows use, not the generous maximum. */
+BPF_F_TABLE("hash", struct gw_ptr_key, struct gw_ptr_val, ptrs, GW_MAX_PTRS, BPF_F_NO_PREALLOC);
+BPF_F_TABLE("hash", struct gw_ctx_key, __s32, ctx_dev, GW_MAX_CTX, BPF_F_NO_PREALLOC);
+BPF_F_TABLE("hash", __u32, struct gw_ctx_stack, ctx_stack, GW_MAX_THREADS, BPF_F_NO_PREALLOC);
 BPF_HASH(pending, struct gw_pending_key, struct gw_pending, GW_MAX_THREADS);
 BPF_HASH(launches, __u32, __u64, GW_MAX_PROCS);
 BPF_HASH(kill_limits, __u32, __u64, GW_MAX_PROCS); /* pid -> max live bytes; filled by the agent */
