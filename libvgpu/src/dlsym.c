@@ -11,7 +11,7 @@
 
 #include "hook.h"
 
-static void *vgpu_dlsym_hooked(void *handle, const char *name)
+VGPU_NO_SANITIZE static void *vgpu_dlsym_hooked(void *handle, const char *name)
 {
     void *p = vgpu_real_dlsym(handle, name);
     if (p == NULL)
@@ -26,8 +26,10 @@ static void *vgpu_dlsym_hooked(void *handle, const char *name)
     return h->fn;
 }
 
-__attribute__((optimize("optimize-sibling-calls"))) void *vgpu_dlsym(void *handle,
-                                                                     const char *name)
+/* Sanitizer runtimes call dlsym(RTLD_NEXT, ...) while they initialize, before their shadow
+ * memory exists: this entry must not be instrumented (in the `asan` build). */
+VGPU_NO_SANITIZE __attribute__((optimize("optimize-sibling-calls"))) void *
+vgpu_dlsym(void *handle, const char *name)
 {
     if (__builtin_expect(vgpu_real_dlsym == NULL, 0))
         vgpu_real_dlsym_resolve();

@@ -22,12 +22,12 @@ static unsigned vgpu_by_base[sizeof vgpu_hooks / sizeof vgpu_hooks[0]];
 static unsigned vgpu_by_base_count;
 static pthread_once_t vgpu_by_base_once = PTHREAD_ONCE_INIT;
 
-static int vgpu_cmp_name(const void *key, const void *elem)
+VGPU_NO_SANITIZE static int vgpu_cmp_name(const void *key, const void *elem)
 {
     return strcmp(key, ((const struct vgpu_hook *)elem)->name);
 }
 
-const struct vgpu_hook *vgpu_hook_by_name(const char *name)
+VGPU_NO_SANITIZE const struct vgpu_hook *vgpu_hook_by_name(const char *name)
 {
     if (name == NULL || !((name[0] == 'c' && name[1] == 'u') || name[0] == 'n'))
         return NULL;

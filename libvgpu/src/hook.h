@@ -8,6 +8,10 @@
 
 #define VGPU_EXPORT __attribute__((visibility("default")))
 
+/* For code that sanitizer runtimes may reach through dlsym while they initialize (before their
+ * shadow memory exists): never instrumented, in the `asan` build. */
+#define VGPU_NO_SANITIZE __attribute__((no_sanitize_address, no_sanitize("undefined")))
+
 /* Every hook is implemented as vgpu_hook_<name> (hidden, with the real prototype, so the
  * compiler checks it) and exported under <name> by VGPU_EXPORT_HOOK(name) beside it. */
 #define VGPU_CUDA_HOOK(name, base, since, ptds) extern __typeof__(name) vgpu_hook_##name;

@@ -15,7 +15,8 @@ int vgpu_nvml_state;
 static pthread_once_t vgpu_cuda_once = PTHREAD_ONCE_INIT;
 static pthread_once_t vgpu_nvml_once = PTHREAD_ONCE_INIT;
 
-void vgpu_real_dlsym_resolve(void)
+/* reached from dlsym, see hook.h */
+__attribute__((no_sanitize_address, no_sanitize("undefined"))) void vgpu_real_dlsym_resolve(void)
 {
     if (__atomic_load_n(&vgpu_real_dlsym, __ATOMIC_ACQUIRE) != NULL)
         return;
