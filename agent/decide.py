@@ -72,8 +72,7 @@ def _gpus_of(w: Workload, s: Snapshot) -> set[GpuUuid]:
         if view is not None:
             for p in w.pids:
                 gpus.update(view.get(p, {}))
-    for per_gpu in (w.shim or {}).values():
-        gpus.update(per_gpu)
+    gpus.update(g for g, used in (w.shim_used or {}).items() if used > 0)
     return gpus
 
 
@@ -86,7 +85,7 @@ def unmanaged_workloads(s: Snapshot, policy: AgentPolicy) -> list[Workload]:
             on_gpu.update(p for p, per_gpu in view.items() if any(per_gpu.values()))
     return [
         Workload(wid=f"unmanaged:{p}", key=UNMANAGED_KEY, rule=policy.unmanaged,
-                 pids=frozenset({p}), shim=None, managed=False)
+                 pids=frozenset({p}), managed=False)
         for p in sorted(on_gpu - owned - policy.protected)
     ]
 
@@ -96,9 +95,9 @@ def _judge_one(w: Workload, s: Snapshot, policy: AgentPolicy,
     out: list[Verdict] = []
     rule = w.rule
     tol = rule.bypass_tolerance_bytes
-    shim_pids = set(w.shim or {})
+    shim_pids = set(w.shim_pids)
     for gpu in sorted(_gpus_of(w, s)):
-        shim = _sum(w.shim, shim_pids, gpu)
+        shim = None if w.shim_used is None else w.shim_used.get(gpu, 0)
         ebpf = _sum(s.ebpf, w.pids, gpu)
         nvml = _sum(s.nvml_memory, w.pids, gpu)
         sm = _sum_f(s.nvml_sm, w.pids, gpu)
@@ -124,7 +123,7 @@ def _judge_one(w: Workload, s: Snapshot, policy: AgentPolicy,
             if over:
                 out.append(verdict(VerdictKind.MEMORY, limit,
                                    f"memory above the limit by {', '.join(over)}"))
-        if w.managed and w.shim is not None:
+        if w.managed and w.shim_used is not None:
             bypass = _bypass(w, s, gpu, shim_pids, shim or 0, ebpf, nvml, tol)
             if bypass:
                 out.append(verdict(VerdictKind.BYPASS, tol, bypass))

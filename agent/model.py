@@ -113,9 +113,10 @@ class Workload:
     key: WorkloadKey
     rule: Rule
     pids: frozenset[Pid] = frozenset()
-    # The shim's per-process view from the workload's region: which processes run the shim and
-    # how much each holds per GPU. None when the region could not be read (see region_error).
-    shim: Mapping[Pid, PerGpu] | None = None
+    # The shim's view from the workload's region: bytes admitted per GPU, and which processes
+    # run the shim. shim_used is None when the region could not be read (see region_error).
+    shim_used: PerGpu | None = None
+    shim_pids: frozenset[Pid] = frozenset()
     region_error: str = ""
     managed: bool = True  # False for the pseudo-workload of one unmanaged GPU process
 

@@ -23,8 +23,17 @@ def workload(wid: str = "w1", pids: tuple[int, ...] = (100,), r: Rule | None = N
     return Workload(
         wid=wid, key=WorkloadKey("default", wid), rule=r or rule(),
         pids=frozenset(Pid(p) for p in pids),
-        shim={Pid(p): per for p, per in (shim if shim is not None else {}).items()},
+        shim_used=_totals(shim if shim is not None else {}),
+        shim_pids=frozenset(Pid(p) for p in (shim or {})),
     )
+
+
+def _totals(shim: dict[int, dict[GpuUuid, int]]) -> dict[GpuUuid, int]:
+    out: dict[GpuUuid, int] = {}
+    for per in shim.values():
+        for g, b in per.items():
+            out[g] = out.get(g, 0) + b
+    return out
 
 
 def policy(**kw: object) -> AgentPolicy:

@@ -27,7 +27,7 @@ def test_usage_above_shim_beyond_tolerance_is_bypass() -> None:
 
 
 def test_corrupt_region_checks_memory_but_not_bypass() -> None:
-    w = replace(workload(), shim=None, region_error="bad magic")
+    w = replace(workload(), shim_used=None, region_error="bad magic")
     assert judge(snap(w, ebpf={100: {GPU: 10 * MiB}}), policy()) == []
     (v,) = judge(snap(w, ebpf={100: {GPU: 2000 * MiB}}), policy())
     assert v.kind == VerdictKind.MEMORY

@@ -1,0 +1,85 @@
+"""The agent's state dir: one JSON record per admitted workload (who it is, its request, its
+region, its root process with start time), written atomically, so an agent killed with -9
+rebuilds its view on restart. Layout:
+
+    <state>/agent.sock          control socket (gpuwarden run, top)
+    <state>/audit.jsonl         audit events
+    <state>/workloads/<id>.json one record per workload
+    <state>/regions/<id>.region the workload's shared region (libvgpu)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Ledger", "WorkloadRecord", "safe_id"]
+
+
+def safe_id(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.")[:80] or "workload"
+
+
+@dataclass
+class WorkloadRecord:
+    wid: str
+    namespace: str
+    name: str
+    container: str = "main"
+    labels: dict[str, str] = field(default_factory=dict)
+    request: dict[str, int | None] = field(default_factory=dict)
+    region: str = ""
+    devices: list[str] = field(default_factory=list)
+    root_pid: int = 0
+    root_start: int = 0
+    created: float = 0.0
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> WorkloadRecord:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in doc.items() if k in known})
+
+
+class Ledger:
+    def __init__(self, state_dir: Path) -> None:
+        self.root = state_dir
+        self.workloads_dir = state_dir / "workloads"
+        self.regions_dir = state_dir / "regions"
+        for d in (state_dir, self.workloads_dir, self.regions_dir):
+            d.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def socket_path(self) -> Path:
+        return self.root / "agent.sock"
+
+    @property
+    def audit_path(self) -> Path:
+        return self.root / "audit.jsonl"
+
+    def region_path(self, wid: str) -> Path:
+        return self.regions_dir / f"{wid}.region"
+
+    def save(self, rec: WorkloadRecord) -> None:
+        path = self.workloads_dir / f"{rec.wid}.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(asdict(rec), indent=1))
+        os.replace(tmp, path)
+
+    def remove(self, wid: str) -> None:
+        for p in (self.workloads_dir / f"{wid}.json", self.region_path(wid)):
+            p.unlink(missing_ok=True)
+
+    def load_all(self) -> tuple[list[WorkloadRecord], list[str]]:
+        """Every readable record, and one error line per unreadable one (kept on disk)."""
+        records, errors = [], []
+        for p in sorted(self.workloads_dir.glob("*.json")):
+            try:
+                records.append(WorkloadRecord.from_json(json.loads(p.read_text())))
+            except (OSError, ValueError, TypeError) as err:
+                errors.append(f"{p}: unreadable workload record ({err}); expected the JSON "
+                              "the agent writes")
+        return records, errors
