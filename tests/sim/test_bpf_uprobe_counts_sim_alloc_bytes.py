@@ -43,7 +43,7 @@ def test_uprobe_counts_the_bytes_another_process_allocated(sim_progs, sim_gpu):
     bpf = BPF(src_file=str(Path(PROGS / "alloc_bytes.bpf.c")))
     try:
         _wait_ready(proc)  # context made, nothing allocated yet
-        bpf.attach_uprobe(name=str(libcuda), sym="cuMemAlloc_v2", fn_name=b"on_cuMemAlloc_v2",
+        bpf.attach_uprobe(name=str(libcuda), sym=b"cuMemAlloc_v2", fn_name=b"on_cuMemAlloc_v2",
                           pid=proc.pid)
         assert proc.stdin is not None
         proc.stdin.write("go\n")
