@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Run on a GPU host with no registry access (the lead's H200 runs): build libvgpu with the host's
+# compiler, run the `gpu`-marked tests and the GPU benchmarks, and write logs under $OUT.
+#   scripts/gpu-host-check.sh [tests|bench-shim|bench-bpf|bench-compute]...   (default: tests)
+# Needs .gpu-bundle (see docs/development.md): BCC and the wheels this host lacks.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+OUT=${OUT:-/tmp/gpuwarden-out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+# shellcheck disable=SC1091
+source .gpu-bundle/bcc/bcc-env.sh; source .gpu-bundle/wheels/wheel-env.sh
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+{ nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total --format=csv; uname -r;
+  python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'; } 2>&1 | tee "$OUT/host.txt"
+make -s -C libvgpu 2>&1 | tee "$OUT/build.log" || exit 1
+[ $# -gt 0 ] || set -- tests
+for step in "$@"; do
+  echo "===== $step"
+  case $step in
+    tests) timeout 420 python3 -m pytest -m gpu tests -v -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tests.log" ;;
+    bench-shim) timeout 200 python3 tests/benchmarks/bench_shim.py --rounds 5 2>&1 | tee "$OUT/bench-shim.md" ;;
+    bench-bpf) timeout 200 python3 tests/benchmarks/bench_bpf.py --gpu 2>&1 | tee "$OUT/bench-bpf.md" ;;
+    bench-compute) timeout 300 python3 tests/benchmarks/bench_compute.py --out "$OUT/compute" 2>&1 | tee "$OUT/bench-compute.log" ;;
+    *) echo "unknown step $step (tests|bench-shim|bench-bpf|bench-compute)"; exit 2 ;;
+  esac
+done
