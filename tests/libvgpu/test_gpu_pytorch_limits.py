@@ -43,8 +43,12 @@ import sys, torch
 try:
     x = torch.empty(int(sys.argv[1]), dtype=torch.uint8, device="cuda")
     print("ok", flush=True)
-except torch.OutOfMemoryError as e:
+except torch.OutOfMemoryError:
     print("oom", flush=True)
+except torch.AcceleratorError as e:
+    # The loser's context (about 500 MiB on the H200) may itself not fit in what is left: the
+    # shim then refuses the context with CUDA_ERROR_OUT_OF_MEMORY, which torch reports this way.
+    print("oom-context" if "out of memory" in str(e) else f"error {e}", flush=True)
 sys.stdin.read()
 """
 
@@ -129,9 +133,11 @@ def test_two_processes_cannot_hold_2000_mib_each(tmp_path: Path) -> None:
             )
             procs.append(p)
             line = p.stdout.readline().strip()
-            assert line in ("ok", "oom"), p.stderr.read()
+            assert line in ("ok", "oom", "oom-context"), line + p.stderr.read()
             procs[-1].answer = line  # type: ignore[attr-defined]
-        assert [p.answer for p in procs] == ["ok", "oom"]  # type: ignore[attr-defined]
+        first, second = (p.answer for p in procs)  # type: ignore[attr-defined]
+        assert first == "ok"
+        assert second in ("oom", "oom-context")
     finally:
         for p in procs:
             p.stdin.close()
