@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Ledger", "WorkloadRecord", "safe_id"]
+__all__ = ["Ledger", "WorkloadRecord", "default_state_dir", "safe_id"]
 
 
 def safe_id(text: str) -> str:
@@ -83,3 +83,14 @@ class Ledger:
                 errors.append(f"{p}: unreadable workload record ({err}); expected the JSON "
                               "the agent writes")
         return records, errors
+
+
+def default_state_dir() -> Path:
+    """$GPUWARDEN_STATE_DIR, else /run/gpuwarden for root, else a per-user runtime folder."""
+    env = os.environ.get("GPUWARDEN_STATE_DIR")
+    if env:
+        return Path(env)
+    if os.geteuid() == 0:
+        return Path("/run/gpuwarden")
+    base = os.environ.get("XDG_RUNTIME_DIR") or "/tmp"
+    return Path(base) / f"gpuwarden-{os.getuid()}"

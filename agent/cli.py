@@ -1,0 +1,112 @@
+"""`gpuwarden agent`, `gpuwarden run`, `gpuwarden top` and `gpuwarden demo`.
+
+Heavy imports (pynvml, bcc, pyroute2) happen inside the handlers only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    a = sub.add_parser("agent", help="run the node agent (standalone)",
+                       description="The node agent: loads and hot-reloads the policy, audits "
+                       "GPU processes (shim, eBPF, NVML), enforces, exports metrics.")
+    a.add_argument("--policy", required=True, action="append", metavar="PATH",
+                   help="policy file or directory (repeatable)")
+    a.add_argument("--standalone", action="store_true",
+                   help="no Kubernetes: workloads come from `gpuwarden run` (the default)")
+    a.add_argument("--metrics-port", type=int, default=None, metavar="N",
+                   help="serve /metrics and /healthz on this port (0: any free port)")
+    a.add_argument("--metrics-host", default="127.0.0.1")
+    a.add_argument("--state-dir", type=Path, default=None, metavar="DIR",
+                   help="control socket, audit log, workload records and regions "
+                   "(default: $GPUWARDEN_STATE_DIR or /run/gpuwarden)")
+    a.add_argument("--dry-run", action="store_true",
+                   help="record what would be done (would_kill) instead of signalling")
+    a.add_argument("--protect", action="append", default=[], metavar="PID|NAME",
+                   help="never signal this PID or process name (repeatable)")
+    a.add_argument("--no-ebpf", action="store_true", help="do not load the eBPF audit")
+    a.add_argument("--libcuda", action="append", type=Path, default=None, metavar="PATH",
+                   help="libcuda file(s) for the eBPF uprobes (default: discover)")
+    a.add_argument("--tick", type=float, default=0.5, metavar="SECONDS",
+                   help="loop period when no event arrives (default 0.5)")
+    a.add_argument("--quiet", action="store_true", help="audit events to the file only")
+    a.set_defaults(handler=cmd_agent)
+
+    r = sub.add_parser("run", help="run a command as a workload under the agent",
+                       description="Ask the agent for the effective rule, then exec CMD with "
+                       "the slice's environment and libvgpu preloaded. Exit status: CMD's; 1 "
+                       "when the policy denies it; 2 when the agent cannot be reached.")
+    r.add_argument("--name", default=None, help="workload name (default: the command's name)")
+    r.add_argument("--namespace", default="default")
+    r.add_argument("--label", action="append", default=[], metavar="K=V")
+    r.add_argument("--gpu", type=int, default=None, metavar="N")
+    r.add_argument("--gpumem", default=None, metavar="SIZE", help="e.g. 3GiB or 3000 (MiB)")
+    r.add_argument("--gpumem-percentage", type=int, default=None, metavar="P")
+    r.add_argument("--gpucores", type=int, default=None, metavar="P")
+    r.add_argument("--priority", choices=["high", "low"], default=None)
+    r.add_argument("--state-dir", type=Path, default=None, metavar="DIR")
+    r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD...")
+    r.set_defaults(handler=cmd_run)
+
+    t = sub.add_parser("top", help="live table of workloads (memory, cores, sources, actions)")
+    t.add_argument("--state-dir", type=Path, default=None, metavar="DIR")
+    t.add_argument("--once", action="store_true", help="print one table and exit")
+    t.add_argument("--interval", type=float, default=1.0)
+    t.set_defaults(handler=cmd_top)
+
+    d = sub.add_parser("demo", help="the standalone demo: agent + three workloads")
+    d.add_argument("--policy", default=None, help="policy dir (default examples/policies)")
+    d.add_argument("--keep", action="store_true", help="leave the agent running at the end")
+    d.set_defaults(handler=cmd_demo)
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    from agent.ledger import default_state_dir
+    from agent.service import serve
+
+    state = args.state_dir or default_state_dir()
+    return serve(policy=args.policy, state_dir=state, metrics_port=args.metrics_port,
+                 metrics_host=args.metrics_host, dry_run=args.dry_run, protect=args.protect,
+                 ebpf=not args.no_ebpf, libcuda=args.libcuda, tick=args.tick,
+                 quiet=args.quiet)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from agent.runner import run
+
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        print("gpuwarden run: no command given; usage: gpuwarden run [options] -- CMD...",
+              file=sys.stderr)
+        return 2
+    return run(args, cmd)
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    from agent.top import top
+
+    return top(args.state_dir, once=args.once, interval=args.interval)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    script = Path(__file__).resolve().parent.parent / "examples" / "demo" / "run_demo.sh"
+    if not script.exists():
+        print(f"gpuwarden demo: {script} is missing (run from a source checkout)",
+              file=sys.stderr)
+        return 2
+    argv = [str(script)] + (["--policy", args.policy] if args.policy else []) + (
+        ["--keep"] if args.keep else [])
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.execv("/bin/bash", ["bash", *argv])
+    return 2  # not reached

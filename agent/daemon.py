@@ -1,0 +1,668 @@
+"""The agent's main loop: wires the I/O edges (policy watcher, process events, regions, NVML,
+eBPF, control socket, exporter) around the pure core (agent.decide).
+
+One thread runs the loop and owns the eBPF probe; the control socket's threads only admit
+workloads and read status, under the same lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import select
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from agent.audit import AuditLog
+from agent.decide import AgentPolicy, core_plan, decide, judge, remember
+from agent.enforce import Enforcer
+from agent.exporter import Row, View
+from agent.ledger import Ledger, WorkloadRecord, safe_id
+from agent.model import GpuUuid, Pid, Rule, Snapshot, Workload, WorkloadKey
+from agent.procfs import MARKER_ENV, read_proc, scan, start_time
+from agent.proctree import ProcessTable
+from agent.reload import PolicyWatcher
+from agent.rules import policy_workload, to_rule
+
+__all__ = ["Agent", "AgentConfig"]
+
+
+@dataclass
+class AgentConfig:
+    policy_paths: list[str]
+    state_dir: Path
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    dry_run: bool = False
+    protect: list[str] = field(default_factory=list)  # PIDs or process names
+    tick_seconds: float = 0.5  # full loop when no event arrives earlier
+    nvml_seconds: float = 0.5
+    ebpf: bool = True
+    libcuda: list[Path] | None = None
+    proc_root: str = "/proc"
+    audit_stream: TextIO | None = None
+    node: str = field(default_factory=socket.gethostname)
+
+
+@dataclass
+class Tracked:
+    rec: WorkloadRecord
+    key: WorkloadKey
+    rule: Rule
+    reader: Any = None  # agent.regions.RegionReader
+    region_error: str = ""
+    region_retry: float = 0.0
+    used: dict[str, int] = field(default_factory=dict)
+    limits: dict[str, int | None] = field(default_factory=dict)
+    shim_pids: frozenset[Pid] = frozenset()
+    plan_written: dict[str, tuple[int, str]] = field(default_factory=dict)
+
+
+class Agent:
+    def __init__(self, cfg: AgentConfig, nvml_lib: Any = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.cfg = cfg
+        self._nvml_lib = nvml_lib
+        self.clock = clock
+        self.lock = threading.RLock()
+        self.ledger = Ledger(cfg.state_dir)
+        self.watcher = PolicyWatcher(cfg.policy_paths)
+        self.table = ProcessTable()
+        self.tracked: dict[str, Tracked] = {}
+        self.history: dict[Any, Any] = {}
+        self.devices: list[Any] = []
+        self.nvml: Any = None
+        self.nvml_reason = "not started"
+        self.nvml_sample: Any = None
+        self._nvml_next = 0.0
+        self.ebpf: Any = None
+        self.ebpf_reason = "disabled (--no-ebpf)" if not cfg.ebpf else "not started"
+        self.procevents: Any = None
+        self.region_errors_total = 0
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._dirty = True
+        self._next_tick = 0.0
+        self._next_verify = 0.0
+        self._next_rescan = 0.0
+        self.view = View()
+        self.audit: AuditLog | None = None
+        self.enforcer: Enforcer | None = None
+        self.stopping = threading.Event()
+        self.loop_seconds = 0.0
+        self.kill_latency: list[float] = []
+
+    # ---- start-up ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Load the policy (raises agent.reload.PolicyError), open every source, restore."""
+        self.watcher.load_initial()
+        self.audit = AuditLog(self.ledger.audit_path, self.cfg.audit_stream)
+        self._open_nvml()
+        self._open_ebpf()
+        self.enforcer = Enforcer(self.audit, self.table.start.get, self.ebpf,
+                                 self.cfg.proc_root)
+        self._open_procevents()
+        self._restore()
+        self.audit.emit({"event": "agent_started", "policy_digest": self.watcher.digest,
+                         "ebpf": "on" if self.ebpf else f"off: {self.ebpf_reason}",
+                         "nvml": "on" if self.nvml else f"off: {self.nvml_reason}",
+                         "devices": [d.uuid for d in self.devices],
+                         "workloads_restored": len(self.tracked),
+                         "dry_run": self.cfg.dry_run})
+        self._publish()
+
+    def _open_nvml(self) -> None:
+        from agent.nvml import NvmlSampler
+
+        try:
+            sampler = NvmlSampler(self._nvml_lib)
+            self.devices = sampler.open()
+            self.nvml = sampler
+            self.nvml_reason = ""
+        except Exception as err:  # no driver, no GPU: the agent runs on without NVML
+            self.nvml_reason = f"{type(err).__name__}: {err}"
+
+    def _ebpf_libs(self) -> list[Path] | None:
+        if self.cfg.libcuda is not None:
+            return self.cfg.libcuda
+        if os.environ.get("GPUWARDEN_SIM_STATE"):
+            with contextlib.suppress(Exception):
+                from libvgpu.paths import sim_lib_dir
+
+                return [(sim_lib_dir() / "libcuda.so.1").resolve()]
+        return None
+
+    def _open_ebpf(self) -> None:
+        if not self.cfg.ebpf:
+            return
+        try:
+            from bpf.audit import AuditProbe
+
+            self.ebpf = AuditProbe(libs=self._ebpf_libs(), launch_counters=False).start()
+            self.ebpf_reason = ""
+        except Exception as err:
+            self.ebpf = None
+            msg = err.args[0] if err.args else err
+            if isinstance(msg, list):
+                msg = "; ".join(msg)
+            self.ebpf_reason = f"{type(err).__name__}: {msg}"
+
+    def _open_procevents(self) -> None:
+        from agent.procevents import ProcEvents
+
+        try:
+            self.procevents = ProcEvents.open()
+        except OSError as err:
+            self.procevents = None
+            print(f"gpuwarden agent: process events unavailable ({err}); polling /proc",
+                  file=sys.stderr)
+
+    def _rule_for(self, rec: WorkloadRecord) -> tuple[Any, Rule]:
+        eff = self.watcher.policy.evaluate(policy_workload(
+            rec.namespace, rec.name, rec.labels, rec.request, self.cfg.node))
+        total = self._total_bytes(rec.devices)
+        return eff, to_rule(eff, total)
+
+    def _total_bytes(self, uuids: list[str]) -> int | None:
+        for d in self.devices:
+            if not uuids or d.uuid in uuids:
+                return int(d.total_bytes)
+        return None
+
+    def _restore(self) -> None:
+        records, errors = self.ledger.load_all()
+        for e in errors:
+            self._emit({"event": "ledger_error", "error": e})
+        for rec in records:
+            _, rule = self._rule_for(rec)
+            t = Tracked(rec, WorkloadKey(rec.namespace, rec.name, rec.container), rule)
+            self._open_region(t)
+            self.tracked[rec.wid] = t
+        procs = scan(self.cfg.proc_root)
+        roots = {r.rec.wid: (Pid(r.rec.root_pid), r.rec.root_start)
+                 for r in self.tracked.values()}
+        self.table.rebuild(procs, self.tracked, roots)
+        for t in list(self.tracked.values()):
+            if t.reader is not None:
+                with contextlib.suppress(Exception):
+                    live = {p: st for p, st in t.reader.read().procs.items()
+                            if p in procs and procs[Pid(p)].start_time == st}
+                    for p, st in live.items():
+                        self.table.attach(Pid(p), t.rec.wid, st)
+            if not self.table.pids_of(t.rec.wid):
+                self._end_workload(t.rec.wid, "no live process after restart")
+            else:
+                self._emit({"event": "workload_restored", "workload": self._wl(t),
+                            "pids": sorted(self.table.pids_of(t.rec.wid)),
+                            "region_error": t.region_error or None})
+
+    def _open_region(self, t: Tracked) -> None:
+        from agent.regions import RegionReader
+
+        path = Path(t.rec.region)
+        try:
+            t.reader = RegionReader(path)
+            if t.region_error:
+                self._emit({"event": "region_recovered", "workload": self._wl(t)})
+            t.region_error = ""
+        except Exception as err:
+            t.reader = None
+            if not t.region_error:
+                self.region_errors_total += 1
+                self._emit({"event": "region_error", "workload": self._wl(t),
+                            "error": str(err), "handling": "memory judged by eBPF/NVML "
+                            "against the rule; no bypass verdict without the shim's view"})
+            t.region_error = str(err)
+            t.region_retry = self.clock() + 5.0
+
+    # ---- admission (control socket) ---------------------------------------------------------
+
+    def admit(self, req: dict[str, Any], peer_pid: int) -> dict[str, Any]:
+        from libvgpu.paths import shim_path
+        from libvgpu.region import Region
+
+        try:
+            name = str(req.get("name") or "workload")
+            namespace = str(req.get("namespace") or "default")
+            labels = {str(k): str(v) for k, v in dict(req.get("labels") or {}).items()}
+            request = dict(req.get("request") or {})
+        except (TypeError, ValueError) as err:
+            return {"ok": False, "code": 2, "error": f"bad admission request: {err}"}
+        with self.lock:
+            rec = WorkloadRecord(wid="", namespace=namespace, name=name, labels=labels,
+                                 request=request, created=time.time())
+            try:
+                eff, _ = self._rule_for(rec)
+            except (TypeError, ValueError) as err:
+                return {"ok": False, "code": 2, "error": f"bad resource request: {err}"}
+            if eff.denied is not None:
+                self._emit({"event": "admission_denied", "workload": {
+                    "namespace": namespace, "pod": name}, "reason": eff.denied})
+                return {"ok": False, "code": 1, "error": f"denied by policy: {eff.denied}",
+                        "decided_by": eff.decided_by.get("denied", "")}
+            if not self.devices:
+                return {"ok": False, "code": 2, "error": "no GPU to run on: NVML is "
+                        f"unavailable ({self.nvml_reason}); on a machine without a GPU start "
+                        "the agent with the simulated GPU (gpuwarden sim env)"}
+            if eff.gpu > len(self.devices):
+                return {"ok": False, "code": 1, "error": f"the policy gives {eff.gpu} GPUs, "
+                        f"this machine has {len(self.devices)}"}
+            chosen = self._choose(eff.gpu)
+            rec.devices = [d.uuid for d in chosen]
+            rec.wid = f"{safe_id(namespace)}.{safe_id(name)}-{secrets.token_hex(3)}"
+            rec.region = str(self.ledger.region_path(rec.wid))
+            limits = [eff.memory_limit_bytes(d.total_bytes) for d in chosen]
+            try:
+                shim = str(shim_path())
+                with Region.create(rec.region, list(zip(rec.devices, limits, strict=True))) as r:
+                    for d in chosen:
+                        if eff.gpucores:
+                            r.set_compute_limit(d.uuid, int(eff.gpucores))
+            except Exception as err:
+                return {"ok": False, "code": 2, "error": f"cannot prepare the workload: {err}"}
+            rec.root_pid = peer_pid
+            rec.root_start = start_time(peer_pid, self.cfg.proc_root) or 0
+            self.ledger.save(rec)
+            rule = to_rule(eff, chosen[0].total_bytes)
+            t = Tracked(rec, WorkloadKey(namespace, name, rec.container), rule)
+            self._open_region(t)
+            self.tracked[rec.wid] = t
+            self.table.attach(Pid(peer_pid), rec.wid, rec.root_start)
+            env = self._env(rec, eff, limits, shim, len(chosen) < len(self.devices))
+            self._emit({"event": "workload_admitted", "workload": self._wl(t),
+                        "rule": rule.name, "limits_bytes": dict(zip(rec.devices, limits,
+                                                                     strict=True)),
+                        "gpucores": eff.gpucores, "priority": rule.priority,
+                        "mode": rule.mode, "on_violation": eff.on_violation.describe(),
+                        "pid": peer_pid})
+            self._dirty = True
+        self.wake()
+        return {"ok": True, "wid": rec.wid, "env": env, "rule": rule.name,
+                "limits_bytes": limits, "devices": rec.devices,
+                "on_violation": eff.on_violation.describe(), "mode": rule.mode}
+
+    def _choose(self, n: int) -> list[Any]:
+        load = {d.uuid: 0 for d in self.devices}
+        for t in self.tracked.values():
+            for u in t.rec.devices:
+                load[u] = load.get(u, 0) + 1
+        return sorted(self.devices, key=lambda d: (load[d.uuid], d.index))[:n]
+
+    def _env(self, rec: WorkloadRecord, eff: Any, limits: list[int], shim: str,
+             subset: bool) -> dict[str, str]:
+        pre = os.environ.get("LD_PRELOAD", "")
+        env = {
+            "LD_PRELOAD": f"{shim}:{pre}" if pre else shim,
+            "CUDA_DEVICE_MEMORY_SHARED_CACHE": rec.region,
+            "CUDA_DEVICE_MEMORY_LIMIT": str(limits[0]),
+            "GPU_CORE_UTILIZATION_POLICY": str(eff.core_policy),
+            "CUDA_TASK_PRIORITY": str(eff.priority),
+            "ACTIVE_OOM_KILLER": "false",
+            MARKER_ENV: rec.wid,
+        }
+        for i, lim in enumerate(limits):
+            env[f"CUDA_DEVICE_MEMORY_LIMIT_{i}"] = str(lim)
+        if eff.gpucores:
+            env["CUDA_DEVICE_SM_LIMIT"] = str(int(eff.gpucores))
+        if subset:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(rec.devices)
+        return env
+
+    # ---- the loop ---------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.write(self._wake_w, b"x")
+
+    def run_forever(self) -> None:
+        while not self.stopping.is_set():
+            self.step()
+
+    def step(self, max_wait: float | None = None) -> None:
+        now = self.clock()
+        wait = max(0.0, self._next_tick - now)
+        if max_wait is not None:
+            wait = min(wait, max_wait)
+        if self._dirty:
+            wait = 0.0
+        fds: list[Any] = [self._wake_r]
+        if self.procevents is not None:
+            fds.append(self.procevents)
+        if self.ebpf is not None:
+            # the probe is the wait: its ring buffer wakes us on every audited call
+            events = self.ebpf.poll_events(int(min(wait, 0.05) * 1000))
+            if any(e.kind != "proc_clear" for e in events):
+                self._dirty = True
+            select.select(fds, [], [], 0)
+        else:
+            select.select(fds, [], [], wait)
+        with contextlib.suppress(BlockingIOError):
+            if os.read(self._wake_r, 4096):
+                self._dirty = True
+        self._process_events()
+        now = self.clock()
+        if self._dirty or now >= self._next_tick:
+            self.tick(now)
+        outcome = self.watcher.poll()
+        if outcome is not None:
+            self._on_reload(outcome)
+
+    def _process_events(self) -> None:
+        if self.procevents is None:
+            if self.clock() >= self._next_verify:
+                self._poll_proc()
+            return
+        try:
+            events = self.procevents.read()
+        except OSError as err:  # ENOBUFS: the kernel dropped events; rescan
+            self._emit({"event": "procevents_overrun", "error": str(err)})
+            self._poll_proc()
+            return
+        with self.lock:
+            for ev in events:
+                if ev.kind == "fork":
+                    if Pid(ev.parent) in self.table.owner:
+                        st = start_time(ev.pid, self.cfg.proc_root)
+                        if st is not None:
+                            self.table.on_fork(Pid(ev.parent), ev.pid, st)
+                            self._dirty = True
+                elif ev.kind == "exit":
+                    self._on_exit(ev.pid)
+        if self.clock() >= self._next_verify:
+            self._verify_pids()
+
+    def _on_exit(self, pid: Pid) -> None:
+        wid = self.table.on_exit(pid)
+        if self.enforcer is not None:
+            self.enforcer.forget(pid)
+        if wid is not None:
+            self._dirty = True
+            if not self.table.pids_of(wid):
+                self._end_workload(wid, "all processes exited")
+
+    def _verify_pids(self) -> None:
+        """Safety net for lost exit events: every owned PID must still be the same process."""
+        self._next_verify = self.clock() + 2.0
+        with self.lock:
+            for pid, st in list(self.table.start.items()):
+                if start_time(pid, self.cfg.proc_root) != st:
+                    self._on_exit(pid)
+
+    def _poll_proc(self) -> None:
+        """Without process events: attach children of owned processes, drop the dead."""
+        self._next_verify = self.clock() + 0.5
+        procs = scan(self.cfg.proc_root, with_marker=False)
+        with self.lock:
+            for pid in [p for p in self.table.owner if p not in procs]:
+                self._on_exit(pid)
+            changed = True
+            while changed:
+                changed = False
+                for info in procs.values():
+                    if info.pid not in self.table.owner and info.ppid in self.table.owner:
+                        self.table.on_fork(info.ppid, info.pid, info.start_time)
+                        changed = self._dirty = True
+
+    def _end_workload(self, wid: str, why: str) -> None:
+        t = self.tracked.pop(wid, None)
+        self.table.drop_workload(wid)
+        self.history = {k: v for k, v in self.history.items() if k[0] != wid}
+        if t is not None:
+            if t.reader is not None:
+                with contextlib.suppress(Exception):
+                    t.reader.close()
+            self._emit({"event": "workload_exited", "workload": self._wl(t), "why": why,
+                        "last_action": (self.enforcer.last_action.pop(wid, "")
+                                        if self.enforcer else "")})
+        self.ledger.remove(wid)
+
+    def _protected(self) -> frozenset[Pid]:
+        out = {Pid(os.getpid()), Pid(1)}
+        names = set()
+        for p in self.cfg.protect:
+            if p.isdigit():
+                out.add(Pid(int(p)))
+            else:
+                names.add(p)
+        if names:
+            gpu_pids: set[int] = set()
+            for view in (self.nvml_sample.memory if self.nvml_sample else {},
+                         self._ebpf_view or {}):
+                gpu_pids.update(view)
+            for p in gpu_pids:
+                info = read_proc(p, self.cfg.proc_root, with_marker=False)
+                if info is not None and info.comm in names:
+                    out.add(Pid(p))
+        return frozenset(out)
+
+    _ebpf_view: dict[Pid, dict[GpuUuid, int]] | None = None
+
+    def _read_ebpf(self) -> dict[Pid, dict[GpuUuid, int]] | None:
+        if self.ebpf is None:
+            return None
+        uuids = [d.uuid for d in self.devices]
+        out: dict[Pid, dict[GpuUuid, int]] = {}
+        for pid, per in self.ebpf.snapshot().items():
+            for dev, b in per.items():
+                if not b:
+                    continue
+                if 0 <= dev < len(uuids):
+                    u = GpuUuid(uuids[dev])
+                elif uuids:  # context not known to the probe: the first GPU
+                    u = GpuUuid(uuids[0])
+                else:
+                    u = GpuUuid(f"device-{dev}")
+                d = out.setdefault(Pid(pid), {})
+                d[u] = d.get(u, 0) + b
+        return out
+
+    def tick(self, now: float) -> None:
+        t0 = time.perf_counter()
+        self._dirty = False
+        self._next_tick = now + self.cfg.tick_seconds
+        with self.lock:
+            if self.ebpf is not None and now >= self._next_rescan:
+                self._next_rescan = now + 5.0
+                with contextlib.suppress(Exception):
+                    self.ebpf.rescan()
+            if self.nvml is not None and now >= self._nvml_next:
+                self._nvml_next = now + self.cfg.nvml_seconds
+                try:
+                    self.nvml_sample = self.nvml.sample()
+                    self.nvml_reason = ""
+                except Exception as err:
+                    self.nvml_reason = f"sampling failed: {err}"
+                    self.nvml_sample = None
+            self._ebpf_view = self._read_ebpf()
+            workloads = tuple(self._workload(t, now) for t in list(self.tracked.values()))
+            pol = AgentPolicy(unmanaged=to_rule(self.watcher.policy.unmanaged,
+                                                self._total_bytes([]), name="unmanaged"),
+                              dry_run=self.cfg.dry_run, protected=self._protected())
+            assert self.enforcer is not None
+            snap = Snapshot(
+                workloads=workloads, ebpf=self._ebpf_view,
+                nvml_memory=self.nvml_sample.memory if self.nvml_sample else None,
+                nvml_sm=self.nvml_sample.sm if self.nvml_sample else None,
+                history=self.history, armed=dict(self.enforcer.armed),
+                ebpf_can_kill=self.ebpf is not None)
+            actions = decide(snap, pol, now)
+            if actions:
+                self.enforcer.apply(actions, now)
+            self.history = remember(snap, pol, actions, now)
+            self._write_core_plan(snap)
+            self.loop_seconds = time.perf_counter() - t0
+            self._publish(snap, pol)
+
+    def _workload(self, t: Tracked, now: float) -> Workload:
+        if t.reader is None and now >= t.region_retry:
+            self._open_region(t)
+        if t.reader is not None:
+            try:
+                r = t.reader.read()
+                t.used, t.limits = r.used, r.limits
+                alive = {Pid(p) for p, st in r.procs.items()
+                         if self.table.start.get(Pid(p)) == st
+                         or start_time(p, self.cfg.proc_root) == st}
+                for p in alive - self.table.pids_of(t.rec.wid):
+                    self.table.attach(p, t.rec.wid, r.procs[p])  # the shim says it is ours
+                t.shim_pids = frozenset(alive)
+            except Exception as err:
+                with contextlib.suppress(Exception):
+                    t.reader.close()
+                t.reader = None
+                t.region_error = ""
+                self._open_region(t)
+                if t.reader is None:
+                    t.region_error = t.region_error or str(err)
+        ok = t.reader is not None
+        return Workload(wid=t.rec.wid, key=t.key, rule=t.rule,
+                        pids=self.table.pids_of(t.rec.wid),
+                        shim_used={GpuUuid(u): b for u, b in t.used.items()} if ok else None,
+                        shim_pids=t.shim_pids if ok else frozenset(),
+                        region_error=t.region_error)
+
+    def _write_core_plan(self, snap: Snapshot) -> None:
+        occ: dict[GpuUuid, list[Workload]] = {}
+        for w in snap.workloads:
+            t = self.tracked.get(w.wid)
+            if t is None or t.reader is None:
+                continue
+            on = {GpuUuid(u) for u, b in t.used.items() if b > 0}
+            for g in on:
+                occ.setdefault(g, []).append(w)
+        for (wid, gpu), plan in core_plan(occ).items():
+            t = self.tracked[wid]
+            want = (plan.effective_cores_percent, "yield" if plan.yield_to_high else "run")
+            if t.plan_written.get(gpu) != want:
+                try:
+                    t.reader.region.set_compute_override(gpu, limit=want[0], yield_=want[1])
+                    t.plan_written[gpu] = want
+                except Exception as err:
+                    self._emit({"event": "region_error", "workload": self._wl(t),
+                                "error": f"cannot write the compute override: {err}"})
+
+    def _on_reload(self, outcome: Any) -> None:
+        self._emit({"event": "policy_reload", "ok": outcome.ok, "digest": outcome.digest,
+                    "message": outcome.message})
+        if not outcome.ok:
+            self._publish()
+            return
+        with self.lock:
+            for t in self.tracked.values():
+                eff, rule = self._rule_for(t.rec)
+                if rule != t.rule:
+                    self._emit({"event": "rule_changed", "workload": self._wl(t),
+                                "rule": rule.name, "memory_limit_bytes":
+                                rule.memory_limit_bytes})
+                    t.rule = rule
+                    if t.reader is not None:
+                        for d in self.devices:
+                            if d.uuid in t.rec.devices:
+                                with contextlib.suppress(Exception):
+                                    t.reader.region.set_memory_limit(
+                                        d.uuid, eff.memory_limit_bytes(d.total_bytes))
+                                    t.reader.region.set_compute_limit(d.uuid,
+                                                                      int(eff.gpucores))
+            self._dirty = True
+
+    # ---- views ------------------------------------------------------------------------------
+
+    def _wl(self, t: Tracked) -> dict[str, str]:
+        return {"id": t.rec.wid, "namespace": t.key.namespace, "pod": t.key.pod,
+                "container": t.key.container}
+
+    def _emit(self, ev: dict[str, Any]) -> None:
+        if self.audit is not None:
+            self.audit.emit(ev)
+
+    def _publish(self, snap: Snapshot | None = None, pol: AgentPolicy | None = None) -> None:
+        from gpuwarden import __version__
+
+        rows: list[Row] = []
+        enf = self.enforcer
+        if snap is not None and pol is not None:
+            disagree = {(v.wid, v.gpu) for v in judge(snap, pol) if v.kind == "bypass"}
+            for w in snap.workloads:
+                t = self.tracked.get(w.wid)
+                gpus = sorted(set(t.rec.devices if t else ()) | set(w.shim_used or {}))
+                for g in gpus:
+                    gg = GpuUuid(g)
+                    used = {
+                        "shim": None if w.shim_used is None else w.shim_used.get(gg, 0),
+                        "ebpf": None if snap.ebpf is None else sum(
+                            snap.ebpf.get(p, {}).get(gg, 0) for p in w.pids),
+                        "nvml": None if snap.nvml_memory is None else sum(
+                            snap.nvml_memory.get(p, {}).get(gg, 0) for p in w.pids),
+                    }
+                    sm = None if snap.nvml_sm is None else sum(
+                        snap.nvml_sm.get(p, {}).get(gg, 0.0) for p in w.pids)
+                    rows.append(Row(
+                        key=w.key, gpu=g, memory_limit_bytes=w.rule.memory_limit_bytes,
+                        used=used, sm_ratio=sm,
+                        cores_limit_ratio=(w.rule.cores_percent / 100.0
+                                           if w.rule.cores_percent else None),
+                        agree=(w.wid, gg) not in disagree and w.shim_used is not None,
+                        last_action=enf.last_action.get(w.wid, "") if enf else "",
+                        rule=w.rule.name))
+        ebpf_lost = ebpf_err = 0
+        if self.ebpf is not None:
+            with contextlib.suppress(Exception):
+                errs = self.ebpf.errors()
+                ebpf_lost = int(self.ebpf.lost_events())
+                ebpf_err = sum(v for k, v in errs.items()
+                               if k not in ("lost_event", "queue_overflow"))
+        self.view = View(
+            version=__version__, policy_digest=self.watcher.digest,
+            policy_reloads_total=self.watcher.reloads_total,
+            policy_reload_errors_total=self.watcher.reload_errors_total,
+            policy_last_reload_ok=self.watcher.last_reload_ok,
+            rows=tuple(rows), workloads=len(self.tracked),
+            violations_total=dict(enf.violations) if enf else {},
+            actions_total=dict(enf.actions) if enf else {},
+            ebpf_up=self.ebpf is not None, ebpf_reason=self.ebpf_reason,
+            ebpf_lost_events_total=ebpf_lost, ebpf_errors_total=ebpf_err,
+            nvml_up=self.nvml is not None and not self.nvml_reason,
+            nvml_reason=self.nvml_reason, procevents_up=self.procevents is not None,
+            region_errors_total=self.region_errors_total, loop_seconds=self.loop_seconds,
+            last_loop_ts=time.time())
+
+    def status(self) -> dict[str, Any]:
+        """What `gpuwarden top` shows."""
+        from agent.exporter import health
+
+        v = self.view
+        _ok, doc = health(v, time.time())
+        rows = [{
+            "workload": f"{r.key.namespace}/{r.key.pod}", "gpu": r.gpu, "rule": r.rule,
+            "memory_limit_bytes": r.memory_limit_bytes, "used": dict(r.used),
+            "sm_ratio": r.sm_ratio, "cores_limit_ratio": r.cores_limit_ratio,
+            "agree": r.agree, "last_action": r.last_action} for r in v.rows]
+        return {"ok": True, "health": doc, "rows": rows}
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.wake()
+
+    def close(self) -> None:
+        if self.procevents is not None:
+            self.procevents.close()
+        if self.ebpf is not None:
+            with contextlib.suppress(Exception):
+                self.ebpf.close()
+        if self.nvml is not None:
+            self.nvml.close()
+        for t in self.tracked.values():
+            if t.reader is not None:
+                with contextlib.suppress(Exception):
+                    t.reader.close()
+        if self.audit is not None:
+            self.audit.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)

@@ -1,0 +1,72 @@
+"""`gpuwarden agent`: build the Agent, start its control socket and exporter, run the loop
+until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from agent.daemon import Agent, AgentConfig
+from agent.reload import PolicyError
+
+__all__ = ["serve"]
+
+
+def serve(policy: list[str], state_dir: Path, metrics_port: int | None = None,
+          metrics_host: str = "127.0.0.1", dry_run: bool = False,
+          protect: list[str] | None = None, ebpf: bool = True,
+          libcuda: list[Path] | None = None, tick: float = 0.5, quiet: bool = False) -> int:
+    from prometheus_client import CollectorRegistry
+
+    from agent.control import ControlServer
+    from agent.exporter import AgentCollector, MetricsServer
+
+    if tick <= 0 or tick > 60:
+        print(f"gpuwarden agent: --tick {tick}: use a period in seconds, 0 < tick <= 60",
+              file=sys.stderr)
+        return 2
+    cfg = AgentConfig(policy_paths=policy, state_dir=state_dir, metrics_port=metrics_port,
+                      metrics_host=metrics_host, dry_run=dry_run, protect=protect or [],
+                      ebpf=ebpf, libcuda=libcuda, tick_seconds=tick,
+                      audit_stream=None if quiet else sys.stdout)
+    try:
+        agent = Agent(cfg)
+        agent.start()
+    except PolicyError as err:
+        print(f"gpuwarden agent: refusing to start, the policy is invalid:\n{err}",
+              file=sys.stderr)
+        return 1
+    except OSError as err:
+        print(f"gpuwarden agent: cannot start: {err}", file=sys.stderr)
+        return 2
+    servers: list[Any] = []
+    try:
+        control = ControlServer(agent.ledger.socket_path, agent)
+        control.start()
+        servers.append(control)
+        if metrics_port is not None:
+            reg = CollectorRegistry()
+            reg.register(AgentCollector(lambda: agent.view))
+            metrics = MetricsServer(reg, lambda: agent.view, metrics_port, metrics_host)
+            metrics.start()
+            servers.append(metrics)
+            print(f"gpuwarden agent: metrics on http://{metrics_host}:{metrics.port}/metrics "
+                  f"and /healthz", file=sys.stderr, flush=True)
+        print(f"gpuwarden agent: ready; state in {state_dir}; ebpf "
+              f"{'on' if agent.ebpf else 'off: ' + agent.ebpf_reason}; nvml "
+              f"{'on' if agent.nvml else 'off: ' + agent.nvml_reason}",
+              file=sys.stderr, flush=True)
+
+        def on_signal(signum: int, _frame: object) -> None:
+            agent.stop()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        agent.run_forever()
+        return 0
+    finally:
+        for s in reversed(servers):
+            s.close()
+        agent.close()
