@@ -77,12 +77,14 @@ def _gpus_of(w: Workload, s: Snapshot) -> set[GpuUuid]:
 
 
 def unmanaged_workloads(s: Snapshot, policy: AgentPolicy) -> list[Workload]:
-    """One pseudo-workload per GPU process that no workload owns (protected ones excepted)."""
+    """One pseudo-workload per GPU process that no workload owns (protected ones excepted).
+
+    Being on the GPU is judged by NVML (the driver's truth for these GPUs) when it is on; eBPF
+    alone decides only without NVML, since its uprobes see every user of the library file,
+    also processes on other (e.g. simulated) devices."""
     owned = {p for w in s.workloads for p in w.pids}
-    on_gpu: set[Pid] = set()
-    for view in (s.ebpf, s.nvml_memory):
-        if view is not None:
-            on_gpu.update(p for p, per_gpu in view.items() if any(per_gpu.values()))
+    view = s.nvml_memory if s.nvml_memory is not None else s.ebpf
+    on_gpu = {p for p, per_gpu in (view or {}).items() if any(per_gpu.values())}
     return [
         Workload(wid=f"unmanaged:{p}", key=UNMANAGED_KEY, rule=policy.unmanaged,
                  pids=frozenset({p}), managed=False)
@@ -117,8 +119,9 @@ def _judge_one(w: Workload, s: Snapshot, policy: AgentPolicy,
             continue
         limit = rule.memory_limit_bytes
         if limit is not None:
-            over = [name for name, v, slack in (("shim", shim, 0), ("ebpf", ebpf, tol),
-                                                 ("nvml", nvml, tol))
+            room = tol if limit > 0 else 0  # a limit of 0 admits nothing, context included
+            over = [name for name, v, slack in (("shim", shim, 0), ("ebpf", ebpf, room),
+                                                 ("nvml", nvml, room))
                     if v is not None and v > limit + slack]
             if over:
                 out.append(verdict(VerdictKind.MEMORY, limit,

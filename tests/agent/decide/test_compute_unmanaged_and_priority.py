@@ -59,3 +59,12 @@ def test_unmanaged_gpu_process_gets_unmanaged_rule() -> None:
     assert acts[0].key.pod == "unmanaged"
     spared = decide(s, policy(unmanaged=unmanaged, protected=frozenset({Pid(555)})), 0.0)
     assert spared == []
+
+
+def test_unmanaged_is_judged_by_nvml_when_nvml_is_on() -> None:
+    unmanaged = rule(name="unmanaged", memory_limit_bytes=0, response=Response.ALERT)
+    only_ebpf = snap(ebpf={777: {GPU: 5 * MiB}}, nvml={})
+    assert judge(only_ebpf, policy(unmanaged=unmanaged)) == []
+    no_nvml = snap(ebpf={777: {GPU: 5 * MiB}})
+    (v,) = judge(no_nvml, policy(unmanaged=unmanaged))
+    assert v.kind == VerdictKind.MEMORY and v.wid == "unmanaged:777"
