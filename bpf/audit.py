@@ -328,17 +328,19 @@ class AuditProbe:
         take map space, and their (pid, gen) key keeps them from matching a new process.
         """
         self._need_started()
-        live = {k.value: v.gen for k, v in self._bpf[b"procs"].items()}
+        procs = self._bpf[b"procs"]
+        live = {k.value: v.gen for k, v in procs.items()}
         deleted = 0
         for name in (b"ptrs", b"ctx_dev"):
             table = self._bpf[name]
-            stale = [k for k in table if live.get(k.pid) != k.gen]
-            for k in stale:
-                try:
+            for k in [k for k in table if live.get(k.pid) != k.gen]:
+                # A process first seen after `live` was read: look again before deleting.
+                now = procs.get(ctypes.c_uint32(k.pid))
+                if now is not None and now.gen == k.gen:
+                    continue
+                with contextlib.suppress(KeyError):
                     del table[k]
                     deleted += 1
-                except KeyError:
-                    pass
         return deleted
 
 

@@ -98,3 +98,19 @@ def test_exec_clears_the_rows(audit, cuda_ops: Path, driver: Driver) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_garbage_rows_of_dead_processes_are_collected(
+    audit, cuda_ops: Path, driver: Driver
+) -> None:
+    proc = Ops(cuda_ops, driver, ["init", "ctx", "0", "alloc", "10", "alloc", "20", "wait", "exit"])
+    proc.wait_for()
+    rows = [k for k in audit._bpf[b"ptrs"] if k.pid == proc.pid]
+    assert len(rows) == 2
+    proc.resume()
+    proc.finish()
+    # The kernel cleared the ledger; the pointer rows can no longer match (their gen is gone).
+    assert len([k for k in audit._bpf[b"ptrs"] if k.pid == proc.pid]) == 2
+    assert audit.collect_garbage() >= 3  # two pointers and the context
+    assert [k for k in audit._bpf[b"ptrs"] if k.pid == proc.pid] == []
+    assert [k for k in audit._bpf[b"ctx_dev"] if k.pid == proc.pid] == []
