@@ -50,6 +50,9 @@ class AgentPolicy:
     dry_run: bool = False
     protected: frozenset[Pid] = frozenset()
     compute_margin: float = 0.05  # share of one GPU tolerated above the cores limit
+    # NVML is sampled, not read at the instant of the other sources: a verdict that only NVML
+    # supports (e.g. a process seen a moment before its exit) must hold this long first.
+    nvml_confirm_seconds: float = 1.5
 
 
 def _sum(view: Mapping[Pid, Mapping[GpuUuid, int]] | None, pids: Iterable[Pid],
@@ -106,16 +109,18 @@ def _judge_one(w: Workload, s: Snapshot, policy: AgentPolicy,
         measured: dict[str, int | float | None] = {"shim": shim, "ebpf": ebpf, "nvml": nvml}
 
         def verdict(kind: VerdictKind, limit: int | float | None, detail: str,
-                    _gpu: GpuUuid = gpu, _m: dict[str, int | float | None] = measured
-                    ) -> Verdict:
+                    sources: list[str], _gpu: GpuUuid = gpu,
+                    _m: dict[str, int | float | None] = measured) -> Verdict:
             return Verdict(kind=kind, wid=w.wid, key=w.key, gpu=_gpu, rule=rule.name,
-                           measured=dict(_m), limit=limit, detail=detail)
+                           measured=dict(_m), limit=limit, detail=detail,
+                           sources=tuple(sources))
 
         used = max(v or 0 for v in (shim, ebpf, nvml))
         if rule.denied:
             if used > 0:
                 out.append(verdict(VerdictKind.DENIED, 0,
-                                   f"uses GPU memory although denied: {rule.denied_reason}"))
+                                   f"uses GPU memory although denied: {rule.denied_reason}",
+                                   [k for k in ("shim", "ebpf", "nvml") if measured[k]]))
             continue
         limit = rule.memory_limit_bytes
         if limit is not None:
@@ -125,33 +130,36 @@ def _judge_one(w: Workload, s: Snapshot, policy: AgentPolicy,
                     if v is not None and v > limit + slack]
             if over:
                 out.append(verdict(VerdictKind.MEMORY, limit,
-                                   f"memory above the limit by {', '.join(over)}"))
+                                   f"memory above the limit by {', '.join(over)}", over))
         if w.managed and w.shim_used is not None:
-            bypass = _bypass(w, s, gpu, shim_pids, shim or 0, ebpf, nvml, tol)
-            if bypass:
-                out.append(verdict(VerdictKind.BYPASS, tol, bypass))
+            detail, sources = _bypass(w, s, gpu, shim_pids, shim or 0, ebpf, nvml, tol)
+            if detail:
+                out.append(verdict(VerdictKind.BYPASS, tol, detail, sources))
         if rule.cores_percent > 0 and sm is not None and limited.get((w.wid, gpu), True):
             measured["sm_ratio"] = sm
             cap = rule.cores_percent / 100.0
             if sm > cap + policy.compute_margin:
                 out.append(verdict(VerdictKind.COMPUTE, cap,
-                                   f"compute share {sm:.2f} above {cap:.2f}"))
+                                   f"compute share {sm:.2f} above {cap:.2f}", ["nvml"]))
     return out
 
 
 def _bypass(w: Workload, s: Snapshot, gpu: GpuUuid, shim_pids: set[Pid], shim: int,
-            ebpf: int | None, nvml: int | None, tol: int) -> str:
-    without = sorted(
-        p for p in w.pids - shim_pids
-        if any(view is not None and view.get(p, {}).get(gpu, 0) > 0
-               for view in (s.ebpf, s.nvml_memory))
-    )
+            ebpf: int | None, nvml: int | None, tol: int) -> tuple[str, list[str]]:
+    sources = set()
+    without = set()
+    for name, view in (("ebpf", s.ebpf), ("nvml", s.nvml_memory)):
+        if view is not None:
+            found = {p for p in w.pids - shim_pids if view.get(p, {}).get(gpu, 0) > 0}
+            if found:
+                sources.add(name)
+                without |= found
     if without:
-        return f"{len(without)} process(es) on the GPU without the shim"
+        return (f"{len(without)} process(es) on the GPU without the shim", sorted(sources))
     for name, v in (("ebpf", ebpf), ("nvml", nvml)):
         if v is not None and v - shim > tol:
-            return f"{name} sees {v - shim} bytes more than the shim (tolerance {tol})"
-    return ""
+            return f"{name} sees {v - shim} bytes more than the shim (tolerance {tol})", [name]
+    return "", []
 
 
 def _occupancy(workloads: Iterable[Workload], s: Snapshot) -> dict[GpuUuid, list[Workload]]:
@@ -215,6 +223,8 @@ def decide(s: Snapshot, policy: AgentPolicy, now: float) -> list[Action]:
         seen = s.history.get(v.vkey)
         since = seen.since if seen else now
         if v.kind == VerdictKind.COMPUTE and now - since < rule.compute_grace_seconds:
+            continue
+        if set(v.sources) <= {"nvml"} and now - since < policy.nvml_confirm_seconds:
             continue
         dry = _dry(rule, policy)
         targets = tuple(sorted(w.pids - policy.protected))

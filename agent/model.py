@@ -144,6 +144,7 @@ class Verdict:
     measured: Mapping[str, int | float | None]  # per source, plus derived numbers
     limit: int | float | None
     detail: str
+    sources: tuple[str, ...] = ()  # which sources the evidence comes from
 
     @property
     def vkey(self) -> tuple[str, VerdictKind, GpuUuid]:

@@ -38,7 +38,8 @@ def _totals(shim: dict[int, dict[GpuUuid, int]]) -> dict[GpuUuid, int]:
 
 def policy(**kw: object) -> AgentPolicy:
     base: dict[str, object] = {"unmanaged": rule(name="unmanaged", response=Response.ALERT,
-                                                 memory_limit_bytes=None)}
+                                                 memory_limit_bytes=None),
+                               "nvml_confirm_seconds": 0.0}
     base.update(kw)
     return AgentPolicy(**base)  # type: ignore[arg-type]
 

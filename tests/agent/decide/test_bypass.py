@@ -38,3 +38,20 @@ def test_other_gpu_is_judged_separately() -> None:
     w = workload(shim={100: {GPU: 900 * MiB, GPU2: 1100 * MiB}})
     (v,) = judge(snap(w), policy())
     assert v.gpu == GPU2
+
+
+def test_nvml_only_evidence_must_hold_before_any_action() -> None:
+    from agent.decide import remember
+
+    w = workload(pids=(100,), shim={}, r=rule(grace_seconds=0))
+    s = snap(w, nvml={100: {GPU: 500 * MiB}})  # e.g. a process seen just before its exit
+    pol = policy(nvml_confirm_seconds=1.5)
+    assert decide(s, pol, 10.0) == []
+    h = remember(s, pol, [], 10.0)
+    assert decide(replace(s, history=h), pol, 11.0) == []
+    acts = decide(replace(s, history=h), pol, 11.5)
+    assert [str(a.kind) for a in acts] == ["alert", "kill"]
+    assert acts[0].verdict is not None and acts[0].verdict.sources == ("nvml",)
+    # the same with eBPF evidence acts at once
+    s2 = snap(w, ebpf={100: {GPU: 1}}, nvml={100: {GPU: 500 * MiB}})
+    assert [str(a.kind) for a in decide(s2, pol, 10.0)] == ["alert", "kill"]
