@@ -123,7 +123,7 @@ class Runner:
 
     def start(self, size: int, phases: str, graph: int = 0, start_at: float = 0.0,
               **extra: str) -> subprocess.Popen[str]:
-        cmd = [sys.executable, __file__, "worker", "--size", str(size), "--phases", phases,
+        cmd = [sys.executable, __file__, "worker", "--size", str(size), f"--phases={phases}",
                "--graph", str(graph), "--start-at", str(start_at)]
         return subprocess.Popen(cmd, env=self.env(**extra), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
