@@ -86,13 +86,14 @@ class AgentProc:
         for p in self.policy:
             cmd += ["--policy", p]
         self._err = self.err_path.open("ab")
+        offset = self.err_path.stat().st_size
         self.proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.DEVNULL,
                                      stderr=self._err, cwd=REPO)
         if not expect_ready:
             return self
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            text = self.err_path.read_text(errors="replace")
+            text = self.err_path.read_bytes()[offset:].decode(errors="replace")
             m = re.findall(r"metrics on http://127\.0\.0\.1:(\d+)/", text)
             if m and "ready;" in text.split("metrics on")[-1]:
                 self.port = int(m[-1])

@@ -36,10 +36,11 @@ def test_three_workloads(start_agent, gpu_job: Path) -> None:  # type: ignore[no
     assert kills[0]["evidence"]["ebpf"] >= 256 << 20 and kills[0]["evidence"]["shim"] == 0
     assert not [e for e in events if e.get("event") in ("violation", "action")
                 and e["workload"]["pod"] in ("within", "over")]
-    exited = {e["workload"]["pod"] for e in events if e.get("event") == "workload_exited"}
-    agent.wait_event(lambda e: e.get("event") == "workload_exited"
-                     and e["workload"]["pod"] == "within")
-    assert {"over", "bypass"} <= exited | {"over", "bypass"}
+    for pod in ("within", "over", "bypass"):  # every workload is cleaned up at its exit
+        agent.wait_event(lambda e, pod=pod: e.get("event") == "workload_exited"
+                         and e["workload"]["pod"] == pod)
+    assert not list((agent.state_dir / "regions").iterdir())
+    assert not list((agent.state_dir / "workloads").iterdir())
     assert agent.metric("gpuwarden_violations_total", {"pod": "bypass", "rule": "bypass"}) == 1
     assert agent.metric("gpuwarden_actions_total", {"pod": "bypass", "action": "kill"}) == 1
     assert agent.metric("gpuwarden_ebpf_up") == 1

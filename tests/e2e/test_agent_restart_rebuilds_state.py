@@ -1,0 +1,69 @@
+"""kill -9 of the agent and a restart: the running workload is found again (ledger, region,
+/proc), its limit is intact, nothing is killed, and its exit is still seen; a crashed workload
+leaves nothing counted in its region."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from agent_harness import AgentProc, pid_alive
+
+from libvgpu.region import Region
+
+pytestmark = [pytest.mark.bpf, pytest.mark.slow]
+
+
+def test_restart_finds_workload_without_false_kill(start_agent, gpu_job: Path) -> None:  # type: ignore[no-untyped-def]
+    agent: AgentProc = start_agent()
+    w = agent.run(["--namespace", "strict", "--name", "long", "--gpumem", "1GiB"],
+                  [gpu_job, "256", "12000"])
+    adm = agent.wait_event(lambda e: e.get("event") == "workload_admitted")
+    region = agent.state_dir / "regions" / f"{adm['workload']['id']}.region"
+    time.sleep(1.5)
+    agent.kill9()
+    with Region.open(region) as r:
+        dev = r.snapshot().devices[0]
+        assert dev.limit_bytes == 1 << 30 and dev.used_bytes >= 256 << 20
+    n = len(agent.events())
+    agent.start()
+    ev = agent.wait_event(lambda e: e.get("event") == "workload_restored", after=n)
+    assert ev["workload"]["id"] == adm["workload"]["id"] and w.pid in ev["pids"]
+    time.sleep(2.0)
+    assert pid_alive(w.pid)
+    assert not [e for e in agent.events()[n:] if e.get("event") in ("violation", "action")]
+    assert agent.metric("gpuwarden_workloads") == 1
+    assert agent.metric("gpuwarden_workload_memory_limit_bytes",
+                        {"pod": "long"}) == 1 << 30
+    # the in-kernel kill limit is armed again for the restored process
+    agent.wait_event(lambda e: e.get("event") == "kernel_kill_limit" and w.pid in e["pids"],
+                     after=n)
+    w.kill()  # the workload crashes
+    w.wait(10)
+    agent.wait_event(lambda e: e.get("event") == "workload_exited", after=n)
+    assert not region.exists()
+
+
+def test_crashed_workload_leaves_nothing_counted(start_agent, gpu_job: Path) -> None:  # type: ignore[no-untyped-def]
+    agent: AgentProc = start_agent("--no-ebpf")
+    parent = agent.run(["--namespace", "demo", "--name", "crash", "--gpumem", "1GiB"],
+                       ["sh", "-c", f"{gpu_job} 256 10000 & sleep 30"])
+    adm = agent.wait_event(lambda e: e.get("event") == "workload_admitted")
+    region = agent.state_dir / "regions" / f"{adm['workload']['id']}.region"
+    deadline = time.monotonic() + 10
+    with Region.open(region) as r:
+        while time.monotonic() < deadline and r.snapshot().devices[0].used_bytes == 0:
+            time.sleep(0.05)
+        (proc,) = r.snapshot().devices[0].processes
+        import os
+        import signal
+
+        os.kill(proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and r.snapshot().devices[0].used_bytes != 0:
+            r.reclaim_dead()
+            time.sleep(0.05)
+        assert r.snapshot().devices[0].used_bytes == 0
+    parent.kill()
+    parent.wait(10)
