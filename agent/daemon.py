@@ -340,6 +340,9 @@ class Agent:
             events = self.ebpf.poll_events(int(min(wait, 0.05) * 1000))
             if any(e.kind != "proc_clear" for e in events):
                 self._dirty = True
+            for e in events:
+                if e.killed:
+                    self._kernel_killed(e)
             select.select(fds, [], [], 0)
         else:
             select.select(fds, [], [], wait)
@@ -353,6 +356,22 @@ class Agent:
         outcome = self.watcher.poll()
         if outcome is not None:
             self._on_reload(outcome)
+
+    def _kernel_killed(self, e: Any) -> None:
+        """The eBPF program killed a process inside the allocation that crossed its limit."""
+        wid = self.table.owner.get(Pid(e.pid))
+        t = self.tracked.get(wid or "")
+        ev: dict[str, Any] = {"event": "action", "action": "kernel_kill", "pids": [e.pid],
+                              "call": e.kind, "bytes": e.bytes, "device": e.device,
+                              "limit_bytes": self.enforcer.armed.get(Pid(e.pid))
+                              if self.enforcer else None}
+        if t is not None:
+            ev["workload"] = self._wl(t)
+            ev["rule"] = t.rule.name
+            if self.enforcer is not None:
+                self.enforcer.actions[(t.key, "kernel_kill")] += 1
+                self.enforcer.last_action[t.rec.wid] = "kernel_kill"
+        self._emit(ev)
 
     def _process_events(self) -> None:
         if self.procevents is None:
