@@ -38,11 +38,31 @@ class RegionRead:
     procs: dict[int, int]  # pid -> start time of every active slot
 
 
+def _check_header(path: Path) -> None:
+    try:
+        with path.open("rb") as f:
+            head = f.read(_HEAD.size)
+            size = os.fstat(f.fileno()).st_size
+    except OSError as err:
+        raise lr.RegionError(f"{path}: cannot read the region: {err.strerror}") from None
+    if len(head) < _HEAD.size:
+        raise lr.RegionError(f"{path}: corrupt region: {size} bytes, a version {lr.VERSION} "
+                             f"region has {lr.REGION_BYTES}")
+    magic, version = _HEAD.unpack(head)
+    if magic != lr.MAGIC:
+        raise lr.RegionError(f"{path}: corrupt region: bad magic {magic:#x} (expected "
+                             f"{lr.MAGIC:#x}, a libvgpu region)")
+    if version != lr.VERSION or size != lr.REGION_BYTES:
+        raise lr.RegionError(f"{path}: region version {version}, {size} bytes; this agent "
+                             f"reads version {lr.VERSION} ({lr.REGION_BYTES} bytes)")
+
+
 class RegionReader:
     """One workload's region. open() raises lr.RegionError with a clear message."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        _check_header(path)  # a clear error before Region.open maps a foreign file
         self.region = lr.Region.open(path)  # validates magic, version, size
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
@@ -55,8 +75,8 @@ class RegionReader:
         mm = self._mm
         magic, version = _HEAD.unpack_from(mm, 0)
         if magic != lr.MAGIC or version != lr.VERSION:
-            raise lr.RegionError(f"{self.path}: corrupt region (magic {magic:#x}, version "
-                                 f"{version}; expected {lr.MAGIC:#x} version {lr.VERSION})")
+            raise lr.RegionError(f"{self.path}: corrupt region: magic {magic:#x}, version "
+                                 f"{version} (expected {lr.MAGIC:#x}, version {lr.VERSION})")
         used: dict[str, int] = {}
         limits: dict[str, int | None] = {}
         for i in range(lr.MAX_DEVICES):
@@ -71,9 +91,10 @@ class RegionReader:
         procs: dict[int, int] = {}
         if with_procs:
             # the state words of every slot, 4 bytes each, found with bytes.find (C speed)
-            words = memoryview(mm)[_PROCS:_PROCS + _PROC_SIZE * lr.MAX_PROCS].cast("I")
-            states = words[1::_PROC_SIZE // 4].tobytes()
-            words.release()
+            with memoryview(mm) as base, \
+                    base[_PROCS:_PROCS + _PROC_SIZE * lr.MAX_PROCS] as block, \
+                    block.cast("I") as words:
+                states = words[1::_PROC_SIZE // 4].tobytes()
             at = states.find(_ACTIVE)
             while at >= 0:
                 if at % 4 == 0:
