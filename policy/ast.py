@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from policy.diagnostics import Span
 
 __all__ = [
+    "BOOLEAN_OPS",
+    "LEAVES",
     "Admission",
     "And",
     "Assign",
@@ -52,6 +54,8 @@ class Value:
 
 def unquote(text: str) -> str:
     body = text[1:-1]
+    if "\\" not in body:
+        return body
     out: list[str] = []
     i = 0
     while i < len(body):
@@ -125,6 +129,9 @@ class Or:
 
 
 Expr = Compare | In | Has | Not | And | Or
+# For isinstance in hot paths (a tuple is faster than building a union at each call).
+BOOLEAN_OPS = (And, Or)
+LEAVES = (Compare, In, Has)
 
 
 # ---- statements inside a block

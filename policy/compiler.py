@@ -7,6 +7,7 @@ order (later wins; an included file comes before the file that includes it).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,7 @@ from policy.matching import (
     dnf,
     implies,
     index_keys,
+    pinned_values,
     validate_expr,
 )
 from policy.model import EffectiveRule, ResourceRequest, ViolationResponse, Workload
@@ -103,10 +105,9 @@ class CompiledRule:
     sets: Mapping[str, Decision]
     span: Span
     conjuncts: list[Conjunct] | None = field(default=None, repr=False)
-
-    @property
-    def precedence(self) -> tuple[int, int]:
-        return (self.weight, self.order)
+    # How the evaluation index files the rule (see matching.index_keys); None = scanned.
+    index: tuple[str, list[tuple[str | None, str]]] | None = field(default=None, repr=False)
+    precedence: tuple[int, int] = (0, 0)  # (weight, order): higher wins
 
     def matches(self, workload: Workload) -> bool:
         return self.predicate is None or self.predicate(workload)
@@ -133,7 +134,7 @@ class CompiledPolicy:
         self._by_label: dict[tuple[str | None, str], list[CompiledRule]] = {}
         self._scan: list[CompiledRule] = []
         for rule in self.rules:
-            keys = index_keys(rule.conjuncts) if rule.conjuncts is not None else None
+            keys = rule.index
             if keys is None:
                 self._scan.append(rule)
             elif keys[0] == "namespace":
@@ -189,14 +190,12 @@ class CompiledPolicy:
 
     def matching(self, workload: Workload) -> list[CompiledRule]:
         """Matching rules, highest precedence first."""
-        seen: set[int] = set()
-        out = []
+        out = {}
         for rule in self.candidates(workload):
-            if rule.order not in seen and rule.matches(workload):
-                seen.add(rule.order)
-                out.append(rule)
-        out.sort(key=lambda r: (r.weight, r.order), reverse=True)
-        return out
+            pred = rule.predicate
+            if pred is None or pred(workload):
+                out[rule.order] = rule
+        return sorted(out.values(), key=_by_precedence, reverse=True)
 
     def evaluate(self, workload: Workload) -> EffectiveRule:
         return _Evaluation(self, workload, self.matching(workload)).result()
@@ -239,6 +238,10 @@ class CompiledPolicy:
 
     def to_json(self) -> dict[str, object]:
         return {"digest": self.digest, "files": list(self.files), **self.canonical()}
+
+
+def _by_precedence(rule: CompiledRule) -> tuple[int, int]:
+    return rule.precedence
 
 
 class _Evaluation:
@@ -651,8 +654,10 @@ def _rule(ctx: _Ctx, block: ast.Block, order: int) -> CompiledRule | None:
         return None
     predicate = compile_expr(match.expr) if match else None
     conjuncts = dnf(match.expr) if match else [frozenset()]
+    index = index_keys(conjuncts) if conjuncts is not None else None
     return CompiledRule(name, order, weight, format_expr(match.expr) if match else None,
-                        predicate, MappingProxyType(sets), block.span, conjuncts)
+                        predicate, MappingProxyType(sets), block.span, conjuncts, index,
+                        (weight, order))
 
 
 def _unknown_key(ctx: _Ctx, key: str, span: Span, stmt: str, valid: Sequence[str]) -> None:
@@ -663,7 +668,7 @@ def _unknown_key(ctx: _Ctx, key: str, span: Span, stmt: str, valid: Sequence[str
 
 # ---- analysis: warnings that do not stop a policy from loading
 
-MAX_SHADOW_CANDIDATES = 2000
+MAX_SHADOW_CANDIDATES = 1000
 
 
 def _analyse(ctx: _Ctx, rules: list[CompiledRule]) -> None:
@@ -699,22 +704,42 @@ def _default_above_cap(key: str, default: object, cap: object) -> bool:
 
 
 def _shadowing(ctx: _Ctx, rules: list[CompiledRule]) -> None:
-    by_slots: dict[frozenset[str], list[CompiledRule]] = {}
+    """GW102 for every rule whose every match is matched by one rule of higher precedence that
+    sets at least the same fields.  Candidates come from the same buckets the evaluation index
+    uses, so the check stays near-linear; a rule with more than MAX_SHADOW_CANDIDATES candidate
+    shadowers (many unindexable rules) is not checked."""
+    by_ns: dict[str, list[CompiledRule]] = {}
+    by_label: dict[tuple[str | None, str], list[CompiledRule]] = {}
+    scan: list[CompiledRule] = []
     for r in rules:
-        by_slots.setdefault(frozenset(r.sets), []).append(r)
-    slot_sets = list(by_slots)
+        keys = r.index
+        if keys is None:
+            scan.append(r)
+        else:
+            bucket: dict = by_ns if keys[0] == "namespace" else by_label  # type: ignore[type-arg]
+            for key, value in keys[1]:
+                bucket.setdefault(value if keys[0] == "namespace" else (key, value), []).append(r)
+    scan.sort(key=_by_precedence)
+    scan_prec = [r.precedence for r in scan]
     for rule in rules:
         if not rule.sets or rule.conjuncts is None:
             continue
-        mine = frozenset(rule.sets)
         live = [c for c in rule.conjuncts if conjunct_satisfiable(c)]
         if not live:
             continue
-        others = [o for s in slot_sets if mine <= s for o in by_slots[s]
-                  if o.precedence > rule.precedence and o.conjuncts is not None]
-        if len(others) > MAX_SHADOW_CANDIDATES:
+        prec = rule.precedence
+        found: dict[int, CompiledRule] = {
+            o.order: o for o in scan[bisect.bisect_right(scan_prec, prec):]}
+        for name, key, value in pinned_values(live):
+            hits = by_ns.get(value, ()) if name == "namespace" else by_label.get((key, value), ())
+            for o in hits:
+                if o.precedence > prec:
+                    found[o.order] = o
+        if not found or len(found) > MAX_SHADOW_CANDIDATES:
             continue
-        for other in others:
+        mine = rule.sets.keys()
+        above = [o for o in found.values() if o.precedence > prec and mine <= o.sets.keys()]
+        for other in sorted(above, key=lambda o: o.precedence, reverse=True):
             assert other.conjuncts is not None
             if all(any(implies(c, oc) for oc in other.conjuncts) for c in live):
                 head = Span(rule.span.file, rule.span.line, rule.span.col, rule.span.line,
@@ -726,5 +751,3 @@ def _shadowing(ctx: _Ctx, rules: list[CompiledRule]) -> None:
                         "it sets; reorder the rules or give this one a higher `weight`",
                         Severity.WARNING, related=((other.span, "the shadowing rule"),))
                 break
-
-

@@ -116,15 +116,15 @@ def _wrap(expr: ast.Expr, width: int, indent: str) -> str:
     flat = format_expr(expr)
     if len(flat) <= width:
         return flat
-    if isinstance(expr, ast.Not) and isinstance(expr.operand, ast.And | ast.Or):
+    if isinstance(expr, ast.Not) and isinstance(expr.operand, ast.BOOLEAN_OPS):
         return "not (" + _wrap(expr.operand, width - 5, indent + "  ") + ")"
-    if not isinstance(expr, ast.And | ast.Or):
+    if not isinstance(expr, ast.BOOLEAN_OPS):
         return flat
     word = "and" if isinstance(expr, ast.And) else "or"
     parts = []
     for item in expr.items:
         group = isinstance(item, ast.Or) and word == "and"
-        nested = isinstance(item, ast.And | ast.Or)
+        nested = isinstance(item, ast.BOOLEAN_OPS)
         inner = _wrap(item, width - 2, indent + "  " if nested else indent)
         parts.append(f"({inner})" if group else inner)
     return f" {word}\n{indent}".join(parts)

@@ -7,7 +7,9 @@ workload does not have, `==`, `=~` and `in` are false, while `!=`, `!~` and `not
 
 from __future__ import annotations
 
+import functools
 import itertools
+import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ __all__ = [
     "dnf",
     "implies",
     "index_keys",
+    "pinned_values",
     "validate_expr",
 ]
 
@@ -44,7 +47,7 @@ def validate_expr(expr: ast.Expr, lines: list[str]) -> list[Diagnostic]:
     stack: list[ast.Expr] = [expr]
     while stack:
         e = stack.pop()
-        if isinstance(e, ast.And | ast.Or):
+        if isinstance(e, ast.BOOLEAN_OPS):
             stack.extend(e.items)
         elif isinstance(e, ast.Not):
             stack.append(e.operand)
@@ -98,44 +101,84 @@ def _check_regex(value: ast.Value, lines: list[str]) -> list[Diagnostic]:
 
 
 # ---- compilation (only called on validated expressions)
+#
+# Evaluation speed matters (the agent evaluates every workload on every policy reload and the
+# index still leaves a few rules to test), so each leaf is one specialised closure that reads
+# the workload directly, and small and/or nodes call their operands without a generator.
+
+_KEYED_ATTR = {"label": "labels", "annotation": "annotations", "node_label": "node_labels"}
 
 
-def _getter(field: ast.Field) -> Callable[[object], str | None]:
-    name, key = field.name, field.key
+def _leaf(field: ast.Field, test: Callable[[str | None], bool]) -> Predicate:
+    """A predicate applying `test` to the field's value (None when a keyed field is absent)."""
+    key = field.key
+    if field.name == "namespace":
+        return lambda w: test(w.namespace)  # type: ignore[attr-defined]
+    if field.name == "name":
+        return lambda w: test(w.name)  # type: ignore[attr-defined]
+    if field.name == "container":
+        return lambda w: test(w.container)  # type: ignore[attr-defined]
+    if field.name == "node":
+        return lambda w: test(w.node)  # type: ignore[attr-defined]
+    if field.name == "label":
+        return lambda w: test(w.labels.get(key))  # type: ignore[attr-defined]
+    if field.name == "annotation":
+        return lambda w: test(w.annotations.get(key))  # type: ignore[attr-defined]
+    return lambda w: test(w.node_labels.get(key))  # type: ignore[attr-defined]
+
+
+def _equality(field: ast.Field, target: str, negated: bool) -> Predicate:
+    """`==` / `!=` without an intermediate test function (the most common leaf)."""
+    key = field.key
+    name = field.name
     if name in PLAIN_FIELDS:
-        attr = name
-        return lambda w: getattr(w, attr)  # type: ignore[no-any-return]
-    attr = {"label": "labels", "annotation": "annotations", "node_label": "node_labels"}[name]
-    return lambda w: getattr(w, attr).get(key)  # type: ignore[no-any-return]
+        get = operator.attrgetter(name)
+        if negated:
+            return lambda w: get(w) != target
+        return lambda w: get(w) == target
+    attr = _KEYED_ATTR[name]
+    if negated:
+        return lambda w: getattr(w, attr).get(key) != target
+    if name == "label":
+        return lambda w: w.labels.get(key) == target  # type: ignore[attr-defined]
+    return lambda w: getattr(w, attr).get(key) == target
 
 
 def compile_expr(expr: ast.Expr) -> Predicate:
-    if isinstance(expr, ast.And):
+    if isinstance(expr, ast.BOOLEAN_OPS):
         parts = tuple(compile_expr(e) for e in expr.items)
-        return lambda w: all(p(w) for p in parts)
-    if isinstance(expr, ast.Or):
-        parts = tuple(compile_expr(e) for e in expr.items)
+        if isinstance(expr, ast.And):
+            if len(parts) == 2:
+                a, b = parts
+                return lambda w: a(w) and b(w)
+            if len(parts) == 3:
+                a, b, c = parts
+                return lambda w: a(w) and b(w) and c(w)
+            return lambda w: all(p(w) for p in parts)
+        if len(parts) == 2:
+            a, b = parts
+            return lambda w: a(w) or b(w)
         return lambda w: any(p(w) for p in parts)
     if isinstance(expr, ast.Not):
         inner = compile_expr(expr.operand)
         return lambda w: not inner(w)
-    get = _getter(expr.field)
+    field = expr.field
     if isinstance(expr, ast.Has):
-        return lambda w: get(w) is not None
+        key = field.key
+        attr = _KEYED_ATTR[field.name]
+        return lambda w: key in getattr(w, attr)
     if isinstance(expr, ast.In):
         values = frozenset(v.string for v in expr.values)
         if expr.negated:
-            return lambda w: get(w) not in values
-        return lambda w: get(w) in values
+            return _leaf(field, lambda v: v not in values)
+        return _leaf(field, lambda v: v in values)
     target = expr.value.string
-    if expr.op == "==":
-        return lambda w: get(w) == target
-    if expr.op == "!=":
-        return lambda w: get(w) != target
-    pattern = re.compile(target)
+    if expr.op in ("==", "!="):
+        return _equality(field, target, expr.op == "!=")
+    match = re.compile(target).fullmatch
     if expr.op == "=~":
-        return lambda w: (v := get(w)) is not None and pattern.fullmatch(v) is not None
-    return lambda w: (v := get(w)) is None or pattern.fullmatch(v) is None
+        return _leaf(field, lambda v: v is not None and match(v) is not None)
+    return _leaf(field, lambda v: v is None or match(v) is None)
 
 
 # ---- static analysis over disjunctive normal form
@@ -160,13 +203,14 @@ Conjunct = frozenset[Literal]
 
 _NEGATE = {"eq": "ne", "ne": "eq", "re": "nre", "nre": "re", "in": "notin", "notin": "in",
            "has": "nothas", "nothas": "has"}
+_NO_VALUES: frozenset[str] = frozenset()
 _OPS = {"==": "eq", "!=": "ne", "=~": "re", "!~": "nre"}
 
 
 def _literal(expr: ast.Compare | ast.In | ast.Has, negate: bool) -> Literal:
     fid: FieldId = (expr.field.name, expr.field.key)
     if isinstance(expr, ast.Has):
-        op, values = "has", frozenset[str]()
+        op, values = "has", _NO_VALUES
     elif isinstance(expr, ast.In):
         op, values = ("notin" if expr.negated else "in"), frozenset(v.string for v in expr.values)
     else:
@@ -180,7 +224,10 @@ def dnf(expr: ast.Expr | None, negate: bool = False) -> list[Conjunct] | None:
         return [frozenset()]
     if isinstance(expr, ast.Not):
         return dnf(expr.operand, not negate)
-    if isinstance(expr, ast.And | ast.Or):
+    if isinstance(expr, ast.And) and not negate and all(
+            isinstance(e, ast.LEAVES) for e in expr.items):
+        return [frozenset(_literal(e, False) for e in expr.items)]  # the common case
+    if isinstance(expr, ast.BOOLEAN_OPS):
         parts = [dnf(e, negate) for e in expr.items]
         if any(p is None for p in parts):
             return None
@@ -206,8 +253,10 @@ class _FieldFacts:
     not_regexes: list[str] | None = None
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _facts(conj: Conjunct) -> dict[FieldId, _FieldFacts] | None:
-    """Per field, what the conjunct requires; None when it is contradictory."""
+    """Per field, what the conjunct requires; None when it is contradictory.  Cached: callers
+    must not modify the result."""
     facts: dict[FieldId, _FieldFacts] = {}
     for lit in conj:
         f = facts.setdefault(lit.field, _FieldFacts())
@@ -283,6 +332,20 @@ def _implies_literal(conj: Conjunct, f: _FieldFacts | None, lit: Literal) -> boo
     if op == "re":
         return all(re.fullmatch(lit.value, v) for v in cands)
     return not any(re.fullmatch(lit.value, v) for v in cands)
+
+
+def pinned_values(conjuncts: list[Conjunct]) -> set[tuple[str, str | None, str]]:
+    """(field, key, value) for every value a satisfiable conjunct pins a namespace or a label
+    to (an `==` or `in`): the index buckets a rule implied by these conjuncts could sit in."""
+    out: set[tuple[str, str | None, str]] = set()
+    for c in conjuncts:
+        facts = _facts(c)
+        if facts is None:
+            continue
+        for (name, key), f in facts.items():
+            if name in ("namespace", "label") and f.candidates is not None:
+                out.update((name, key, v) for v in f.candidates)
+    return out
 
 
 def index_keys(conjuncts: list[Conjunct]) -> tuple[str, list[tuple[str | None, str]]] | None:

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from importlib import resources
 from typing import Any
 
-from lark import Lark, Token, Transformer_NonRecursive, v_args
+from lark import Lark, Token, Transformer
 from lark.exceptions import (
     LarkError,
     UnexpectedCharacters,
     UnexpectedEOF,
     UnexpectedInput,
     UnexpectedToken,
-    VisitError,
 )
 
 from policy import ast
@@ -53,16 +53,22 @@ _TOKEN_NAMES = {
 }
 
 
+_LOCK = threading.Lock()
+
+
 @functools.cache
-def parser() -> Lark:
+def _parser_and_builder() -> tuple[Lark, _ToAst]:
     grammar = resources.files("policy").joinpath("grammar/policy.lark").read_text("utf-8")
-    return Lark(
-        grammar,
-        parser="lalr",
-        lexer="contextual",
-        propagate_positions=True,
-        maybe_placeholders=False,
-    )
+    builder = _ToAst()
+    # The transformer runs inside the LALR parser as rules reduce: no parse tree is built,
+    # which halves the time of a large file.
+    lark = Lark(grammar, parser="lalr", lexer="contextual", transformer=builder,
+                maybe_placeholders=False)
+    return lark, builder
+
+
+def parser() -> Lark:
+    return _parser_and_builder()[0]
 
 
 def parse(text: str, file: str) -> tuple[ast.Module | None, list[Diagnostic]]:
@@ -72,15 +78,16 @@ def parse(text: str, file: str) -> tuple[ast.Module | None, list[Diagnostic]]:
     depth_error = _check_depth(source, file, lines)
     if depth_error:
         return None, [depth_error]
+    lark, builder = _parser_and_builder()
     try:
-        tree = parser().parse(source)
+        with _LOCK:  # the builder carries the file name of the parse in progress
+            builder.file = file
+            items = lark.parse(source)
     except UnexpectedInput as err:
         return None, [_convert(err, source, file, lines)]
     except LarkError as err:  # any other Lark failure still gets a code and a place
         return None, [_diag("GW001", Span.point(file), f"cannot parse: {err}", lines)]
-    try:
-        items = _ToAst(file).transform(tree)
-    except (VisitError, RecursionError) as err:
+    except RecursionError as err:
         message = f"cannot build the syntax tree: {err}"
         return None, [_diag("GW021", Span.point(file), message, lines)]
     return ast.Module(file=file, text=text, items=tuple(items)), []
@@ -250,149 +257,125 @@ def _check_depth(source: str, file: str, lines: list[str]) -> Diagnostic | None:
     return None
 
 
-# ---- tree -> AST
-
-
-def _span(file: str, first: Any, last: Any | None = None) -> Span:
-    last = first if last is None else last
-    return Span(file, first.line, first.column, last.end_line, last.end_column)
+# ---- tree -> AST (applied by the LALR parser as it reduces: no parse tree is built)
 
 
 def _tspan(file: str, tok: Token) -> Span:
     return Span(file, tok.line or 1, tok.column or 1, tok.end_line or 1, tok.end_column or 1)
 
 
-def _tokens(children: list[Any]) -> list[Any]:
-    return [c for c in children if not (isinstance(c, Token) and c.type in ("NOT", "__ANON"))]
+def _join(file: str, first: Span, last: Span) -> Span:
+    return Span(file, first.line, first.col, last.end_line, last.end_col)
 
 
-class _ToAst(Transformer_NonRecursive):
-    def __init__(self, file: str) -> None:
+class _ToAst(Transformer):  # type: ignore[type-arg]
+    """One method per grammar rule; spans come from tokens and children (no Lark meta)."""
+
+    def __init__(self) -> None:
         super().__init__()
-        self.file = file
+        self.file = "<policy>"
 
-    def _s(self, meta: Any) -> Span:
-        return Span(self.file, meta.line, meta.column, meta.end_line, meta.end_column)
+    def _t(self, tok: Token) -> Span:
+        return _tspan(self.file, tok)
 
-    def _stmt(self, meta: Any, last: Any) -> Span:
-        """From the statement's first token to the end of `last` (a token or a node with .span)."""
-        end = last.span if hasattr(last, "span") else _tspan(self.file, last)
-        return Span(self.file, meta.line, meta.column, end.end_line, end.end_col)
+    def _from(self, first: Token | Span, last: Any) -> Span:
+        a = first if isinstance(first, Span) else self._t(first)
+        b = last.span if hasattr(last, "span") else self._t(last)
+        return _join(self.file, a, b)
 
     # values
-    def _value(self, kind: str, children: list[Token]) -> ast.Value:
-        tok = children[0]
-        return ast.Value(kind, str(tok), _tspan(self.file, tok))
-
     def quantity(self, c: list[Token]) -> ast.Value:
-        return self._value("quantity", c)
+        return ast.Value("quantity", str(c[0]), self._t(c[0]))
 
     def number(self, c: list[Token]) -> ast.Value:
-        return self._value("number", c)
+        return ast.Value("number", str(c[0]), self._t(c[0]))
 
     def string(self, c: list[Token]) -> ast.Value:
-        return self._value("string", c)
+        return ast.Value("string", str(c[0]), self._t(c[0]))
 
     def word(self, c: list[Token]) -> ast.Value:
-        return self._value("word", c)
+        return ast.Value("word", str(c[0]), self._t(c[0]))
 
     # expressions
-    @v_args(meta=True)
-    def field(self, meta: Any, c: list[Token]) -> ast.Field:
+    def field(self, c: list[Token]) -> ast.Field:
         name = c[0]
         key = c[1] if len(c) > 1 else None
         key_text = None
         if key is not None:
             key_text = ast.unquote(str(key)) if key.type == "STRING" else str(key)
         return ast.Field(str(name), key_text, key is not None and key.type == "STRING",
-                         self._s(meta), _tspan(self.file, name))
+                         self._from(name, key if key is not None else name), self._t(name))
 
-    @v_args(meta=True)
-    def compare(self, meta: Any, c: list[Any]) -> ast.Compare:
+    def compare(self, c: list[Any]) -> ast.Compare:
         field, op, value = c
-        return ast.Compare(field, str(op), ast.Value("string", str(value),
-                                                     _tspan(self.file, value)), self._s(meta))
+        v = ast.Value("string", str(value), self._t(value))
+        return ast.Compare(field, str(op), v, self._from(field.span, v))
 
-    def _in(self, meta: Any, c: list[Any], negated: bool) -> ast.In:
-        parts = [x for x in _tokens(c) if not (isinstance(x, Token) and x.type != "STRING")]
-        field, lst = parts[0], parts[-1]
-        return ast.In(field, lst, negated, self._s(meta))
+    def _in(self, c: list[Any], negated: bool) -> ast.In:
+        field = c[0]
+        values, end = c[-1]
+        return ast.In(field, values, negated, self._from(field.span, end))
 
-    @v_args(meta=True)
-    def in_(self, meta: Any, c: list[Any]) -> ast.In:
-        return self._in(meta, c, False)
+    def in_(self, c: list[Any]) -> ast.In:
+        return self._in(c, False)
 
-    @v_args(meta=True)
-    def not_in(self, meta: Any, c: list[Any]) -> ast.In:
-        return self._in(meta, c, True)
+    def not_in(self, c: list[Any]) -> ast.In:
+        return self._in(c, True)
 
-    def list(self, c: list[Token]) -> tuple[ast.Value, ...]:
-        return tuple(ast.Value("string", str(t), _tspan(self.file, t)) for t in c
-                     if isinstance(t, Token) and t.type == "STRING")
+    def list(self, c: list[Token]) -> tuple[tuple[ast.Value, ...], Token]:
+        values = tuple(ast.Value("string", str(t), self._t(t)) for t in c
+                       if isinstance(t, Token) and t.type == "STRING")
+        return values, c[-1]
 
-    @v_args(meta=True)
-    def has(self, meta: Any, c: list[Any]) -> ast.Has:
-        return ast.Has(c[-1], self._s(meta))
+    def has(self, c: list[Any]) -> ast.Has:
+        return ast.Has(c[-1], self._from(c[0], c[-1]))
 
-    @v_args(meta=True)
-    def not_(self, meta: Any, c: list[Any]) -> ast.Not:
-        return ast.Not(c[-1], self._s(meta))
+    def not_(self, c: list[Any]) -> ast.Not:
+        return ast.Not(c[-1], self._from(c[0], c[-1]))
 
-    @v_args(meta=True)
-    def and_(self, meta: Any, c: list[Any]) -> ast.And:
+    def and_(self, c: list[Any]) -> ast.And:
         left, right = c[0], c[-1]
         items = (*left.items, right) if isinstance(left, ast.And) else (left, right)
-        return ast.And(items, self._s(meta))
+        return ast.And(items, self._from(left.span, right))
 
-    @v_args(meta=True)
-    def or_(self, meta: Any, c: list[Any]) -> ast.Or:
+    def or_(self, c: list[Any]) -> ast.Or:
         left, right = c[0], c[-1]
         items = (*left.items, right) if isinstance(left, ast.Or) else (left, right)
-        return ast.Or(items, self._s(meta))
+        return ast.Or(items, self._from(left.span, right))
 
     # statements
-    @v_args(meta=True)
-    def match(self, meta: Any, c: list[Any]) -> ast.Match:
-        return ast.Match(c[-1], self._stmt(meta, c[-1]))
+    def match(self, c: list[Any]) -> ast.Match:
+        return ast.Match(c[-1], self._from(c[0], c[-1]))
 
-    @v_args(meta=True)
-    def assign(self, meta: Any, c: list[Any]) -> ast.Assign:
+    def assign(self, c: list[Any]) -> ast.Assign:
         key, value = c
-        return ast.Assign(str(key), _tspan(self.file, key), value, self._stmt(meta, value))
+        return ast.Assign(str(key), self._t(key), value, self._from(key, value))
 
-    @v_args(meta=True)
-    def default(self, meta: Any, c: list[Any]) -> ast.Default:
-        return ast.Default(tuple(c[1:]), self._stmt(meta, c[-1]))
+    def default(self, c: list[Any]) -> ast.Default:
+        return ast.Default(tuple(c[1:]), self._from(c[0], c[-1]))
 
-    @v_args(meta=True)
-    def cap_item(self, meta: Any, c: list[Any]) -> ast.CapItem:
+    def cap_item(self, c: list[Any]) -> ast.CapItem:
         key, value = c
-        return ast.CapItem(str(key), _tspan(self.file, key), value, self._stmt(meta, value))
+        return ast.CapItem(str(key), self._t(key), value, self._from(key, value))
 
-    @v_args(meta=True)
-    def cap(self, meta: Any, c: list[Any]) -> ast.Cap:
+    def cap(self, c: list[Any]) -> ast.Cap:
         items = tuple(x for x in c if isinstance(x, ast.CapItem))
         last = c[-1]
         behaviour = None
         if isinstance(last, Token) and last.type == "IDENT":
-            behaviour = ast.Value("word", str(last), _tspan(self.file, last))
-        return ast.Cap(items, behaviour, self._stmt(meta, behaviour or items[-1]))
+            behaviour = ast.Value("word", str(last), self._t(last))
+        return ast.Cap(items, behaviour, self._from(c[0], behaviour or items[-1]))
 
-    @v_args(meta=True)
-    def deny(self, meta: Any, c: list[Any]) -> ast.Admission:
-        reason = None
-        if len(c) > 1:
-            reason = ast.Value("string", str(c[1]), _tspan(self.file, c[1]))
-        return ast.Admission(False, reason, self._stmt(meta, reason or c[0]))
+    def deny(self, c: list[Any]) -> ast.Admission:
+        reason = ast.Value("string", str(c[1]), self._t(c[1])) if len(c) > 1 else None
+        return ast.Admission(False, reason, self._from(c[0], reason or c[0]))
 
-    @v_args(meta=True)
-    def allow(self, meta: Any, c: list[Any]) -> ast.Admission:
-        return ast.Admission(True, None, self._stmt(meta, c[0]))
+    def allow(self, c: list[Any]) -> ast.Admission:
+        return ast.Admission(True, None, self._t(c[0]))
 
-    @v_args(meta=True)
-    def setting(self, meta: Any, c: list[Any]) -> ast.Setting:
+    def setting(self, c: list[Any]) -> ast.Setting:
         key = c[0]
-        return ast.Setting(str(key), _tspan(self.file, key), tuple(c[1:]), self._stmt(meta, c[-1]))
+        return ast.Setting(str(key), self._t(key), tuple(c[1:]), self._from(key, c[-1]))
 
     # blocks and items
     def block(self, c: list[Any]) -> tuple[list[ast.Stmt], Token]:
@@ -401,8 +384,7 @@ class _ToAst(Transformer_NonRecursive):
     def _block(self, kind: str, keyword: Token, name: ast.Value | None,
                body: tuple[list[ast.Stmt], Token]) -> ast.Block:
         stmts, rbrace = body
-        span = _span(self.file, keyword, rbrace)
-        return ast.Block(kind, name, tuple(stmts), span, _tspan(self.file, keyword))
+        return ast.Block(kind, name, tuple(stmts), self._from(keyword, rbrace), self._t(keyword))
 
     def defaults(self, c: list[Any]) -> ast.Block:
         return self._block("defaults", c[0], None, c[1])
@@ -411,17 +393,16 @@ class _ToAst(Transformer_NonRecursive):
         return self._block("unmanaged", c[0], None, c[1])
 
     def rule(self, c: list[Any]) -> ast.Block:
-        name = ast.Value("string", str(c[1]), _tspan(self.file, c[1]))
+        name = ast.Value("string", str(c[1]), self._t(c[1]))
         return self._block("rule", c[0], name, c[2])
 
     def version(self, c: list[Token]) -> ast.Version:
-        num = ast.Value("number", str(c[1]), _tspan(self.file, c[1]))
-        return ast.Version(num, _span(self.file, c[0], c[1]))
+        num = ast.Value("number", str(c[1]), self._t(c[1]))
+        return ast.Version(num, self._from(c[0], c[1]))
 
     def include(self, c: list[Token]) -> ast.Include:
-        path = ast.Value("string", str(c[1]), _tspan(self.file, c[1]))
-        return ast.Include(path, _span(self.file, c[0], c[1]))
+        path = ast.Value("string", str(c[1]), self._t(c[1]))
+        return ast.Include(path, self._from(c[0], c[1]))
 
     def start(self, c: list[Any]) -> list[ast.Item]:
         return list(c)
-

@@ -252,6 +252,18 @@ CAP_KEYS = ("gpu", "gpumem", "gpucores")
 ALL_WORDS = tuple(PARSERS)
 
 
+_PARSED: dict[tuple[str, str, tuple[tuple[str, str], ...]], Parsed] = {}
+
+
 def parse_setting(block: str, key: str, values: Sequence[ast.Value], where: Span) -> Parsed:
+    """Parse a setting's words.  Valid results are memoised by their text (large policies
+    repeat the same few values thousands of times); errors are not, as they carry places."""
+    memo = (block, key, tuple((v.kind, v.text) for v in values))
+    found = _PARSED.get(memo)
+    if found is not None:
+        return found
     parser = parse_memory_or_zero if (block, key) == ("unmanaged", "gpumem") else PARSERS[key]
-    return parser(values, where, key)
+    parsed = parser(values, where, key)
+    if len(_PARSED) < 4096:
+        _PARSED[memo] = parsed
+    return parsed
