@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 from cprog import compile_c
+from memprobe_util import parse
 
 from libvgpu.paths import shim_path, sim_lib_dir
 
 PROGS = Path(__file__).resolve().parent / "progs"
-OOM = 2  # CUDA_ERROR_OUT_OF_MEMORY
-MiB, GiB = 2**20, 2**30
 
 
 @dataclass
@@ -35,19 +34,6 @@ def probe(tmp_path_factory: pytest.TempPathFactory) -> Probe:
         PROGS / "memprobe.c", out / "direct", link_cuda=True, extra_flags=["-DGW_DIRECT"]
     )
     return Probe(dl, direct)
-
-
-def parse(stdout: str) -> list[dict[str, str]]:
-    """'free=1 total=2 info rc=0' -> {'op': 'info', 'rc': '0', 'free': '1', 'total': '2'}"""
-    rows = []
-    for line in stdout.splitlines():
-        if line == "holding":
-            continue
-        parts = line.split()
-        row = dict(p.split("=", 1) for p in parts if "=" in p)
-        row["op"] = next(p for p in parts if "=" not in p)
-        rows.append(row)
-    return rows
 
 
 @dataclass

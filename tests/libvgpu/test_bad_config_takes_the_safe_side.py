@@ -5,7 +5,7 @@ device memory."""
 
 from __future__ import annotations
 
-from conftest import OOM, GiB
+from memprobe_util import OOM, GiB
 
 from libvgpu.region import REGION_BYTES
 

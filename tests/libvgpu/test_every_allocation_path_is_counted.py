@@ -8,7 +8,7 @@ CUDA_ERROR_OUT_OF_MEMORY."""
 from __future__ import annotations
 
 import pytest
-from conftest import OOM, MiB
+from memprobe_util import OOM, MiB
 
 # op, bytes the shim must count (sim pitch is rounded up to 512: 1000*4 bytes -> 4096)
 PATHS = [
@@ -63,7 +63,7 @@ def test_path_over_the_limit_is_out_of_memory(shim, op: str) -> None:
 def test_free_of_unknown_pointer_passes_through(shim, sim_gpu, probe) -> None:
     import subprocess
 
-    from conftest import parse
+    from memprobe_util import parse
 
     plain = subprocess.run(
         [str(probe.dlsym), "dlsym", "freeunknown"],

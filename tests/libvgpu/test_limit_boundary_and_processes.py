@@ -9,7 +9,7 @@ import signal
 import time
 
 import pytest
-from conftest import OOM, GiB, MiB
+from memprobe_util import OOM, GiB, MiB
 
 from libvgpu.region import Region
 

@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from conftest import GiB, MiB
+from memprobe_util import GiB, MiB
 
 PYNVML = r"""
 import json, pynvml
