@@ -268,6 +268,10 @@ def _join(file: str, first: Span, last: Span) -> Span:
     return Span(file, first.line, first.col, last.end_line, last.end_col)
 
 
+def _operands(expr: ast.Expr, kind: type[ast.And] | type[ast.Or]) -> tuple[ast.Expr, ...]:
+    return expr.items if isinstance(expr, kind) else (expr,)  # type: ignore[union-attr]
+
+
 class _ToAst(Transformer):  # type: ignore[type-arg]
     """One method per grammar rule; spans come from tokens and children (no Lark meta)."""
 
@@ -333,14 +337,16 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
     def not_(self, c: list[Any]) -> ast.Not:
         return ast.Not(c[-1], self._from(c[0], c[-1]))
 
+    # `and` / `or` are associative: chains and parenthesised groups of the same operator are
+    # flattened, so `a and (b and c)` and `a and b and c` are one tree (fmt and digest agree).
     def and_(self, c: list[Any]) -> ast.And:
         left, right = c[0], c[-1]
-        items = (*left.items, right) if isinstance(left, ast.And) else (left, right)
+        items = (*_operands(left, ast.And), *_operands(right, ast.And))
         return ast.And(items, self._from(left.span, right))
 
     def or_(self, c: list[Any]) -> ast.Or:
         left, right = c[0], c[-1]
-        items = (*left.items, right) if isinstance(left, ast.Or) else (left, right)
+        items = (*_operands(left, ast.Or), *_operands(right, ast.Or))
         return ast.Or(items, self._from(left.span, right))
 
     # statements
