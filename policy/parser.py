@@ -193,6 +193,9 @@ def _convert(err: UnexpectedInput, source: str, file: str, lines: list[str]) -> 
     if isinstance(err, UnexpectedCharacters):
         ch = source[offset] if offset < len(source) else ""
         span = Span(file, line, col, line, col + 1)
+        special = _CHAR_HINTS.get(source[offset:offset + 2]) or _CHAR_HINTS.get(ch)
+        if special:
+            return _diag("GW001", span, f"unexpected character `{ch}`", lines, hint=special)
         if ch == '"':
             return _diag("GW020", Span(file, line, col, line, len(lines[line - 1]) + 1),
                          "unterminated string", lines,
@@ -215,13 +218,45 @@ def _convert(err: UnexpectedInput, source: str, file: str, lines: list[str]) -> 
         end = col + max(1, len(text.split("\n")[0]))
         span = Span(file, line, col, line, end)
         shown = "end of line" if token.type == "_NL" else f"`{text}`"
-        return _diag("GW001", span, f"unexpected {shown}", lines,
-                     hint=f"expected {_expected(err.expected)}" if err.expected else None)
+        hint = _token_hint(token, set(err.expected), open_blocks)
+        if hint is None and err.expected:
+            hint = f"expected {_expected(err.expected)}"
+        return _diag("GW001", span, f"unexpected {shown}", lines, hint=hint)
 
     span = Span(file, line, col, line, col + 1)
     expected = getattr(err, "expected", None)
     return _diag("GW001", span, "unexpected end of file", lines,
                  hint=f"expected {_expected(expected)}" if expected else None)
+
+
+_CHAR_HINTS = {
+    "&&": "write `and`",
+    "||": "write `or`",
+    "!": "write `not`, or `!=` / `!~` to compare",
+    ":": "settings are written `key = value`",
+    "<": "caps are written `cap gpumem <= 8GiB`",
+    ";": "statements end at the end of the line; no `;`",
+    "'": 'strings use double quotes: "like this"',
+}
+
+
+def _token_hint(token: Token, expected: set[str], open_blocks: list[tuple[int, int]]) -> str | None:
+    """A targeted hint for the most common mistakes, else None (the expected tokens are shown)."""
+    value = str(token.value)
+    if value == "=" and "CMP_OP" in expected:
+        return "to compare, write `==`"
+    if token.type in ("IDENT", "NUMBER", "QUANTITY") and expected <= {"STRING", "LSQB"} | {
+            t for t in expected if t.startswith("__ANON")} and "STRING" in expected:
+        return f'quote it: `"{value}"`'
+    if "LSQB" in expected and token.type == "STRING" and "STRING" not in expected:
+        return f"`in` takes a list: `in [{value}]`"
+    if token.type == "RBRACE" and not open_blocks:
+        return "this `}` closes no block"
+    if expected == {"RSQB"} or expected == {"RSQB", "COMMA"}:
+        return "the list is not closed: add `]`"
+    if expected == {"EQUAL"}:
+        return "write `key = value`"
+    return None
 
 
 def _offset(source: str, line: int, col: int) -> int:

@@ -95,3 +95,26 @@ def test_comments_and_blank_lines_are_ignored(load: Callable[..., LoadResult]) -
     text = ("# head\n\nversion 1  # v\n\n# c\nrule \"x\" {  # r\n  # inside\n\n"
             "  mode = audit # m\n}\n")
     assert load(text).ok
+
+
+@pytest.mark.parametrize("line, where, hint", [
+    ('  match namespace = "a"', "3:19", "to compare, write `==`"),
+    ("  match namespace == a", "3:22", 'quote it: `"a"`'),
+    ('  match namespace in "a"', "3:22", '`in` takes a list: `in ["a"]`'),
+    ('  match name == "a" && name == "b"', "3:21", "write `and`"),
+    ("  priority: high", "3:11", "settings are written `key = value`"),
+    ("  cap gpumem < 8GiB", "3:14", "caps are written `cap gpumem <= 8GiB`"),
+    ("  default gpumem 4GiB", "3:18", "write `key = value`"),
+    ('  match label t in ["a"\n  mode = audit', "4:3", "the list is not closed: add `]`"),
+    ("  mode = audit\n}", "5:1", "this `}` closes no block"),
+])
+def test_common_mistakes_get_targeted_hints(
+    load: Callable[..., LoadResult], line: str, where: str, hint: str
+) -> None:
+    [d] = load(f'version 1\nrule "x" {{\n{line}\n}}\n').errors
+    assert (f"{d.span.line}:{d.span.col}", d.code, d.hint) == (where, "GW001", hint)
+
+
+def test_unquoted_rule_name(load: Callable[..., LoadResult]) -> None:
+    [d] = load("version 1\nrule training {\n}\n").errors
+    assert (d.span.line, d.span.col, d.hint) == (2, 6, 'quote it: `"training"`')
