@@ -147,6 +147,9 @@ class Agent:
 
             self.ebpf = AuditProbe(libs=self._ebpf_libs(), launch_counters=False).start()
             self.ebpf_reason = ""
+            from agent.memtrim import trim_after_compile
+
+            trim_after_compile()  # the compiler's memory is not needed any more
         except Exception as err:
             self.ebpf = None
             msg = err.args[0] if err.args else err

@@ -1,12 +1,15 @@
 /* gpu_job: a tiny GPU workload for the gpuwarden demo and tests.
  *
  *   gpu_job [--bypass] ALLOC_MIB HOLD_MS [CHUNK_MIB]
+ *   gpu_job [--bypass] --churn MIB RATE SECONDS
  *
  * Reaches the driver like the CUDA runtime does (dlopen("libcuda.so.1") + dlsym), creates a
  * context on device 0, allocates ALLOC_MIB in chunks of CHUNK_MIB (default: one chunk), holds
  * it HOLD_MS milliseconds, frees it and exits 0.  Out of memory: prints it and exits 3.
  * --bypass: re-executes itself without LD_PRELOAD first, so libvgpu is not in the process (a
  * workload that escapes the shim; the agent's audit must catch it).
+ * --churn: RATE allocate+free pairs of MIB per second for SECONDS (benchmarks).
+ * GPU_JOB_TRACE=1: print "alloc_at=<CLOCK_MONOTONIC ns>" right before the first allocation.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -58,13 +61,18 @@ int main(int argc, char **argv)
         }
         a = 2;
     }
-    if (argc - a < 2) {
-        fprintf(stderr, "usage: gpu_job [--bypass] ALLOC_MIB HOLD_MS [CHUNK_MIB]\n");
+    int churn = argc > a && strcmp(argv[a], "--churn") == 0;
+    if (churn)
+        a++;
+    if (argc - a < (churn ? 3 : 2)) {
+        fprintf(stderr, "usage: gpu_job [--bypass] ALLOC_MIB HOLD_MS [CHUNK_MIB]\n"
+                        "       gpu_job [--bypass] --churn MIB RATE SECONDS\n");
         return 2;
     }
-    unsigned long total = arg(argv[a], "ALLOC_MIB");
-    unsigned long hold = arg(argv[a + 1], "HOLD_MS");
-    unsigned long chunk = argc - a > 2 ? arg(argv[a + 2], "CHUNK_MIB") : total;
+    unsigned long total = arg(argv[a], churn ? "MIB" : "ALLOC_MIB");
+    unsigned long hold = arg(argv[a + 1], churn ? "RATE" : "HOLD_MS");
+    unsigned long chunk = argc - a > 2 ? arg(argv[a + 2], churn ? "SECONDS" : "CHUNK_MIB")
+                                       : total;
     if (chunk == 0)
         chunk = 1;
 
@@ -85,6 +93,38 @@ int main(int argc, char **argv)
         ctx_create(&ctx, 0, dev) != CUDA_SUCCESS) {
         fprintf(stderr, "gpu_job: no CUDA device\n");
         return 2;
+    }
+    if (churn) {
+        /* total = MiB per allocation, hold = pairs per second, chunk = seconds */
+        struct timespec start, now;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        unsigned long pairs = 0, want = hold * chunk;
+        while (pairs < want) {
+            CUdeviceptr p;
+            if (mem_alloc(&p, (size_t)total << 20) != CUDA_SUCCESS) {
+                printf("gpu_job[%d]: out of memory in churn\n", (int)getpid());
+                return 3;
+            }
+            mem_free(p);
+            pairs++;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            double due = (double)pairs / (double)hold;
+            double el = (double)(now.tv_sec - start.tv_sec) +
+                        (double)(now.tv_nsec - start.tv_nsec) / 1e9;
+            if (due > el) {
+                double d = due - el;
+                struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+                nanosleep(&ts, NULL);
+            }
+        }
+        printf("gpu_job[%d]: churned %lu pairs of %lu MiB\n", (int)getpid(), pairs, total);
+        return 0;
+    }
+    if (getenv("GPU_JOB_TRACE") != NULL) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        printf("alloc_at=%lld\n", (long long)t.tv_sec * 1000000000LL + t.tv_nsec);
+        fflush(stdout);
     }
     CUdeviceptr ptrs[4096];
     unsigned long n = 0, done = 0;
