@@ -71,7 +71,8 @@ class ComputeDevice(ctypes.Structure):
         ("charged_ns", u64),
         ("waited_ns", u64),
         ("launches", u64),
-        ("reserved1", u64),
+        ("cost_scale_ppm", u32),
+        ("sat_mhz", u32),
     ]
 
 
@@ -170,6 +171,8 @@ class ComputeState:
     launches: int
     priority: int
     policy: str
+    cost_scale: float = 1.0  # correction of charged costs: DVFS x busy feedback (1.0: none)
+    sat_mhz: int = 0  # SM clock the shims saw on the saturated GPU (0: none yet)
 
 
 class RegionError(Exception):
@@ -552,6 +555,8 @@ class Region:
             charged_ns=int(d.charged_ns),
             waited_ns=int(d.waited_ns),
             launches=int(d.launches),
+            cost_scale=d.cost_scale_ppm / 1e6 if d.cost_scale_ppm else 1.0,
+            sat_mhz=int(d.sat_mhz),
             priority=int(r.compute.priority),
             policy=COMPUTE_POLICIES[r.compute.core_policy]
             if r.compute.core_policy < len(COMPUTE_POLICIES)

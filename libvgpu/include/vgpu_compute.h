@@ -19,7 +19,7 @@
  *       the agent only: overrides that win over the policy/priority table.
  *   device.tat_ns
  *       the shims: the pacer word (CLOCK_MONOTONIC ns), booked with a CAS loop.
- *   device.effective_pct, device.flags, counters, proc.*
+ *   device.effective_pct, device.flags, counters, cost_scale_ppm, sat_mhz, proc.*
  *       the shims: what is applied now and what it cost, for the agent and metrics to read.
  */
 #ifndef VGPU_COMPUTE_H
@@ -60,7 +60,8 @@ struct vgpu_compute_device {
     uint64_t charged_ns;      /* estimated GPU ns of paced launches (monotonic counter) */
     uint64_t waited_ns;       /* ns paced launches waited (pacer and yield; monotonic) */
     uint64_t launches;        /* launches that went through the gate (monotonic) */
-    uint64_t reserved1;
+    uint32_t cost_scale_ppm;  /* correction of charged costs (DVFS x busy feedback), ppm, 0 none */
+    uint32_t sat_mhz;         /* SM clock the shims saw on the saturated GPU, 0 = none yet */
 };
 
 /* Per container (one per region): 64 bytes. */

@@ -22,6 +22,10 @@
 /* ---- tunables (docs/compute.md explains each) ---------------------------------------------- */
 #define TICK_NS        10000000ull /* ticker period: sharing/limit changes apply within this */
 #define TOLERANCE_NS   2000000ull  /* pacer burst: the most GPU-time credit, in wall time */
+#define TOLERANCE_SHARED_NS 10000000ull /* ... on a shared GPU, where launches go in bursts */
+#define CLOCK_PERIOD_NS 100000000ull /* NVML clock/utilisation sampling (DVFS correction) */
+#define FEEDBACK_SETTLE_NS 1000000000ull /* busy feedback: conditions held this long first */
+#define FEEDBACK_WINDOW_NS 500000000ull /* busy feedback: one window */
 #define QUEUE_NS       2000000ull  /* estimated work a process may have queued ahead */
 #define SLEEP_CHUNK_NS 2000000ull  /* waits re-check yield/limit this often */
 #define SAMPLE_EVERY   8u          /* measure one launch in this many, once a cost is known */
@@ -32,6 +36,11 @@
 uint32_t vgpu_compute_word;
 
 typedef CUresult (*is_capturing_fn)(CUstream stream, int *status);
+typedef nvmlReturn_t (*nvml_init_fn)(void);
+typedef nvmlReturn_t (*nvml_by_uuid_fn)(const char *uuid, nvmlDevice_t *device);
+typedef nvmlReturn_t (*nvml_clock_fn)(nvmlDevice_t device, unsigned int type, unsigned int *mhz);
+typedef nvmlReturn_t (*nvml_util_fn)(nvmlDevice_t device, nvmlUtilization_t *utilization);
+#define NVML_CLOCK_SM_ID 1u /* nvmlClockType_t NVML_CLOCK_SM */
 
 struct pend {
     CUevent start;
@@ -47,6 +56,15 @@ struct cdev {
     uint32_t limit;   /* verdict: pace to this share, 0 not paced (atomic) */
     uint32_t yield;   /* verdict: wait (atomic) */
     uint32_t track;   /* others share the GPU: keep the busy horizon even when not paced */
+    uint32_t sharing; /* another container is active on the GPU: pace in bursts (atomic) */
+    uint32_t scale_ppm; /* correction of charged costs: DVFS x busy feedback (atomic) */
+    /* the clock thread's own (limiter.h: DVFS correction, busy feedback) */
+    nvmlDevice_t nvml;  /* NULL: none */
+    uint32_t sat_mhz;   /* SM clock seen on the saturated GPU, 0 none yet */
+    uint32_t fb_ppm;    /* busy-feedback factor */
+    uint32_t fb_limit;  /* the limit the feedback conditions started with */
+    uint64_t fb_since;  /* when the feedback conditions (paced, alone) began, 0 not now */
+    uint64_t win_t0, win_c0, win_busy, win_prev; /* the current feedback window */
     uint64_t horizon; /* when this process's estimated queued work on the device ends (atomic) */
     uint32_t flags;   /* VGPU_COMPUTE_FLAG_* */
     int region_idx;   /* device entry, -1: not in the region yet, `local` is used */
@@ -82,6 +100,7 @@ static struct {
     uint32_t env_limit[VGPU_MAX_DEVICES];
     uint64_t last_active_ns;
     is_capturing_fn is_capturing;
+    uint32_t clock_started;
     struct lim_cost_table costs;
     struct cdev dev[VGPU_MAX_DEVICES];
 } G;
@@ -236,12 +255,139 @@ static void find_proc_slot(void)
         G.proc = __atomic_load_n(&vgpu_core.slot, __ATOMIC_ACQUIRE);
 }
 
+/* ---- the clock thread: DVFS correction (limiter.h) ---------------------------------------- */
+
+/* One clock-thread sample of a device: fold the SM clock into the DVFS correction and the
+ * utilisation into the busy feedback, and publish their product. */
+static void clock_sample(struct cdev *c, uint64_t t, uint32_t mhz, int have_mhz, uint32_t util)
+{
+    uint32_t limit = LD(&c->limit);
+    uint64_t charged = LD(&c->blk->charged_ns);
+    uint32_t dvfs = LIM_SCALE_ONE;
+    uint64_t scale;
+
+    if (have_mhz) {
+        c->sat_mhz = lim_sat_update(c->sat_mhz, mhz, util);
+        dvfs = lim_clock_scale_ppm(mhz, c->sat_mhz);
+    }
+    /* Busy feedback: windows of FEEDBACK_WINDOW_NS, only while paced at one limit and alone on
+     * the GPU (no other container present, not yielding) for FEEDBACK_SETTLE_NS already:
+     * utilisation is an average over the driver's last period and lags a change. */
+    if (limit == 0 || LD(&c->track) || LD(&c->yield) || limit != c->fb_limit) {
+        c->fb_since = t;
+        c->fb_limit = limit;
+        c->win_t0 = 0;
+    } else if (t - c->fb_since >= FEEDBACK_SETTLE_NS) {
+        if (c->win_t0 == 0) {
+            c->win_t0 = c->win_prev = t;
+            c->win_c0 = charged;
+            c->win_busy = 0;
+        } else {
+            c->win_busy += (t - c->win_prev) * util / 100u;
+            c->win_prev = t;
+            if (t - c->win_t0 >= FEEDBACK_WINDOW_NS) {
+                c->fb_ppm = lim_busy_feedback(c->fb_ppm, c->win_busy, charged - c->win_c0,
+                                              t - c->win_t0);
+                c->win_t0 = c->win_prev = t;
+                c->win_c0 = charged;
+                c->win_busy = 0;
+            }
+        }
+    }
+    if (c->fb_ppm < LIM_SCALE_ONE)
+        c->fb_ppm = LIM_SCALE_ONE;
+    scale = (uint64_t)dvfs * c->fb_ppm / LIM_SCALE_ONE;
+    ST(&c->scale_ppm, (uint32_t)scale);
+    ST(&c->blk->cost_scale_ppm, (uint32_t)scale);
+    ST(&c->blk->sat_mhz, c->sat_mhz);
+}
+
+static void *clock_main(void *arg)
+{
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    nvml_init_fn init = NULL;
+    nvml_by_uuid_fn by_uuid = NULL;
+    nvml_clock_fn clk = NULL;
+    nvml_util_fn util = NULL;
+    uint64_t next;
+    int d, any = 0;
+
+    (void)arg;
+    if (h != NULL && vgpu_real_dlsym != NULL) {
+        *(void **)&init = vgpu_real_dlsym(h, "nvmlInit_v2");
+        *(void **)&by_uuid = vgpu_real_dlsym(h, "nvmlDeviceGetHandleByUUID");
+        *(void **)&clk = vgpu_real_dlsym(h, "nvmlDeviceGetClockInfo");
+        *(void **)&util = vgpu_real_dlsym(h, "nvmlDeviceGetUtilizationRates");
+    }
+    if (init == NULL || by_uuid == NULL || util == NULL || init() != NVML_SUCCESS) {
+        vgpu_log(VGPU_LOG_INFO, "compute: NVML unavailable (%s); costs are not corrected for "
+                 "clock changes (DVFS) nor by the GPU's busy time", h == NULL ?
+                 "no libnvidia-ml.so.1" : "missing entry points or nvmlInit failed");
+        return NULL;
+    }
+    if (clk == NULL)
+        vgpu_log(VGPU_LOG_INFO, "compute: NVML has no nvmlDeviceGetClockInfo; costs are not "
+                 "corrected for clock changes (DVFS)");
+    for (d = 0; d < G.ndev; d++) {
+        const uint8_t *u = G.dev[d].uuid;
+        char name[48];
+        nvmlDevice_t dev = NULL;
+        snprintf(name, sizeof name, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+                 "%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7],
+                 u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+        if (by_uuid(name, &dev) == NVML_SUCCESS) {
+            G.dev[d].nvml = dev;
+            any = 1;
+        }
+    }
+    if (!any) {
+        vgpu_log(VGPU_LOG_INFO, "compute: NVML knows none of this process's GPUs by UUID; costs "
+                 "are not corrected for clock changes (DVFS) nor by the GPU's busy time");
+        return NULL;
+    }
+    next = vgpu_compute_now();
+    for (;;) {
+        next += CLOCK_PERIOD_NS;
+        sleep_until(next);
+        if (vgpu_compute_now() > next + 10 * CLOCK_PERIOD_NS)
+            next = vgpu_compute_now();
+        for (d = 0; d < G.ndev; d++) {
+            struct cdev *c = &G.dev[d];
+            unsigned int mhz = 0;
+            nvmlUtilization_t ut = {0, 0};
+            int have_mhz;
+            if (c->nvml == NULL || util(c->nvml, &ut) != NVML_SUCCESS)
+                continue;
+            have_mhz = clk != NULL && clk(c->nvml, NVML_CLOCK_SM_ID, &mhz) == NVML_SUCCESS;
+            clock_sample(c, vgpu_compute_now(), mhz, have_mhz, ut.gpu > 100u ? 100u : ut.gpu);
+        }
+    }
+    return NULL;
+}
+
+/* Started once, by the ticker, as soon as some device of the process may be paced: NVML's
+ * initialisation can take a while and must not stop the heartbeats. */
+static void start_clock_thread(void)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+
+    G.clock_started = 1;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, clock_main, NULL) != 0)
+        vgpu_log(VGPU_LOG_INFO, "compute: cannot start the clock thread; costs are not corrected "
+                 "for clock changes (DVFS)");
+    pthread_attr_destroy(&attr);
+}
+
 /* ---- the ticker ---------------------------------------------------------------------------- */
 
 static void tick(uint64_t now)
 {
     uint32_t w = __atomic_fetch_and(&vgpu_compute_word, ~VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
     int gate = 0;
+    int may_pace = G.policy == LIM_POLICY_FORCE;
     int d;
 
     if (w & VGPU_COMPUTE_TOUCHED)
@@ -281,6 +427,9 @@ static void tick(uint64_t now)
         v.priority = G.priority;
         v.limit_pct = LD(&b->limit_pct);
         v.agent_limit_pct = LD(&b->agent_limit_pct);
+        if ((v.limit_pct > 0 && v.limit_pct < 100) ||
+            (v.agent_limit_pct > 0 && v.agent_limit_pct < 100))
+            may_pace = 1;
         v.agent_yield = LD(&b->agent_yield);
         v.node_known = G.node != NULL && c->node_slot >= 0;
         v.others_high = census.high;
@@ -294,6 +443,7 @@ static void tick(uint64_t now)
         ST(&c->limit, r.limit_pct);
         ST(&c->yield, r.yield);
         ST(&c->track, census.present > 0 ? 1u : 0u);
+        ST(&c->sharing, census.high + census.low > 0 ? 1u : 0u);
         if (census.high + census.low)
             flags |= VGPU_COMPUTE_FLAG_SHARING;
         if (r.limit_pct)
@@ -307,6 +457,8 @@ static void tick(uint64_t now)
         if (r.limit_pct || r.yield || census.present > 0)
             gate = 1;
     }
+    if (may_pace && !G.clock_started && G.ndev > 0)
+        start_clock_thread();
     if (gate)
         __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_GATE, __ATOMIC_RELAXED);
     else
@@ -354,6 +506,8 @@ static void init_devices(void)
         c->region_idx = -1;
         c->node_slot = -1;
         c->blk = &c->local;
+        c->scale_ppm = LIM_SCALE_ONE;
+        c->fb_ppm = LIM_SCALE_ONE;
         ST(&c->local.limit_pct, G.env_limit[d]);
         bind_device_block(c, (unsigned)d);
     }
@@ -373,6 +527,7 @@ static void init_once(void)
     G.pid = getpid();
     G.proc = NULL;
     G.node = NULL;
+    G.clock_started = 0;
     G.last_active_ns = vgpu_compute_now();
 
     /* The container's region, as the memory side (core.c) opened it. */
@@ -602,7 +757,13 @@ void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream)
 
     est = lim_cost_estimate(&G.costs, key, &known);
     if (limit != 0) {
-        wait = lim_pacer_book(&c->blk->tat_ns, now, est, limit, TOLERANCE_NS);
+        /* Charged: the GPU time the launch would take on the saturated GPU (DVFS correction). */
+        uint64_t charge = lim_scale_cost(est, LD(&c->scale_ppm));
+        if (LD(&c->sharing))
+            wait = lim_pacer_book_bursty(&c->blk->tat_ns, now, charge, limit,
+                                         TOLERANCE_SHARED_NS);
+        else
+            wait = lim_pacer_book(&c->blk->tat_ns, now, charge, limit, TOLERANCE_NS);
         if (wait > 0) {
             uint64_t until = now + wait;
             for (uint64_t t = now; t < until && LD(&c->limit) != 0 && !LD(&c->yield);

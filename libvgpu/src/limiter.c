@@ -14,8 +14,7 @@ uint64_t lim_pacer_increment(uint64_t cost_ns, uint32_t limit_pct)
     return cost_ns * 100u / limit_pct;
 }
 
-uint64_t lim_pacer_book(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns, uint32_t limit_pct,
-                        uint64_t tolerance_ns)
+static uint64_t book(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns, uint32_t limit_pct)
 {
     uint64_t inc = lim_pacer_increment(cost_ns, limit_pct);
     uint64_t old = __atomic_load_n(tat, __ATOMIC_RELAXED);
@@ -28,7 +27,97 @@ uint64_t lim_pacer_book(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns, uint32
         next = base + inc;
     } while (!__atomic_compare_exchange_n(tat, &old, next, 1, __ATOMIC_RELAXED,
                                           __ATOMIC_RELAXED));
+    return base;
+}
+
+uint64_t lim_pacer_book(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns, uint32_t limit_pct,
+                        uint64_t tolerance_ns)
+{
+    uint64_t base = book(tat, now_ns, cost_ns, limit_pct);
     return base > now_ns + tolerance_ns ? base - now_ns - tolerance_ns : 0;
+}
+
+uint64_t lim_pacer_book_bursty(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns,
+                               uint32_t limit_pct, uint64_t tolerance_ns)
+{
+    uint64_t base = book(tat, now_ns, cost_ns, limit_pct);
+    return base > now_ns + tolerance_ns ? base - now_ns : 0;
+}
+
+/* ---- clock (DVFS) correction ------------------------------------------------------------------ */
+
+static uint64_t isqrt64(uint64_t x)
+{
+    uint64_t r = 0;
+    uint64_t bit = 1ull << 62;
+
+    while (bit > x)
+        bit >>= 2;
+    while (bit != 0) {
+        if (x >= r + bit) {
+            x -= r + bit;
+            r = (r >> 1) + bit;
+        } else {
+            r >>= 1;
+        }
+        bit >>= 2;
+    }
+    return r;
+}
+
+uint32_t lim_clock_scale_ppm(uint32_t f_now_mhz, uint32_t f_sat_mhz)
+{
+    uint64_t s;
+
+    if (f_now_mhz == 0 || f_sat_mhz == 0 || f_now_mhz <= f_sat_mhz)
+        return LIM_SCALE_ONE;
+    /* sqrt(f_now / f_sat) * 1e6 = sqrt(f_now * 1e12 / f_sat); clocks are < 2^32 MHz */
+    s = isqrt64((uint64_t)f_now_mhz * 1000000000000ull / f_sat_mhz);
+    if (s > 16ull * LIM_SCALE_ONE) /* absurd readings: at most 16x */
+        s = 16ull * LIM_SCALE_ONE;
+    return s < LIM_SCALE_ONE ? LIM_SCALE_ONE : (uint32_t)s;
+}
+
+uint32_t lim_sat_update(uint32_t f_sat_mhz, uint32_t f_now_mhz, uint32_t util_pct)
+{
+    if (util_pct < LIM_SAT_UTIL_PCT || f_now_mhz == 0)
+        return f_sat_mhz;
+    if (f_sat_mhz == 0)
+        return f_now_mhz;
+    if (f_now_mhz < f_sat_mhz)
+        return (uint32_t)(((uint64_t)f_sat_mhz + f_now_mhz) / 2u);
+    return (uint32_t)(((uint64_t)f_sat_mhz * 7u + f_now_mhz + 7u) / 8u);
+}
+
+uint32_t lim_busy_feedback(uint32_t k_ppm, uint64_t busy_ns, uint64_t charged_ns,
+                           uint64_t window_ns)
+{
+    uint64_t sample;
+
+    if (k_ppm < LIM_SCALE_ONE)
+        k_ppm = LIM_SCALE_ONE;
+    if (window_ns == 0 || charged_ns * 100u < window_ns * LIM_FEEDBACK_MIN_SHARE_PCT)
+        return k_ppm;
+    /* NVML reports whole percent: one point of the window is within its resolution */
+    busy_ns = busy_ns > window_ns / 100u ? busy_ns - window_ns / 100u : 0;
+    if (busy_ns > UINT64_MAX / LIM_SCALE_ONE)
+        sample = LIM_FEEDBACK_MAX_PPM;
+    else
+        sample = busy_ns * LIM_SCALE_ONE / charged_ns;
+    if (sample < LIM_SCALE_ONE)
+        sample = LIM_SCALE_ONE;
+    if (sample > LIM_FEEDBACK_MAX_PPM)
+        sample = LIM_FEEDBACK_MAX_PPM;
+    return (uint32_t)(((uint64_t)k_ppm + sample) / 2u);
+}
+
+uint64_t lim_scale_cost(uint64_t cost_ns, uint32_t scale_ppm)
+{
+    if (scale_ppm == LIM_SCALE_ONE)
+        return cost_ns;
+    if (cost_ns > UINT64_MAX / 16u / LIM_SCALE_ONE)
+        return UINT64_MAX / 4u;
+    return cost_ns * scale_ppm / LIM_SCALE_ONE;
 }
 
 /* ---- cost estimates ---------------------------------------------------------------------- */

@@ -29,6 +29,53 @@ uint64_t lim_pacer_book(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns, uint32
 /* Wall time a launch of `cost_ns` occupies in the pace at `limit_pct`: cost * 100 / limit. */
 uint64_t lim_pacer_increment(uint64_t cost_ns, uint32_t limit_pct);
 
+/* lim_pacer_book for a container that shares its GPU: once a launch has to wait, it waits until
+ * the container has used up all its credit (`tat` = now) instead of only down to the tolerance,
+ * so the launches that follow go in a burst of up to `tolerance_ns` of pace.  The long-run share
+ * is the same; the GPU switches between the sharing contexts once per burst instead of once per
+ * launch (a switch between two contexts costs the H200 tens of us). */
+uint64_t lim_pacer_book_bursty(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns,
+                               uint32_t limit_pct, uint64_t tolerance_ns);
+
+/* ---- clock (DVFS) correction ------------------------------------------------------------------
+ * A power-capped GPU runs slower clocks under full load (H200, 4096² bf16 matmul: 1515 MHz at
+ * 700 W) than under a limited load (1980 MHz), so a kernel takes less GPU time when its container
+ * is held back: 30 % of the GPU's time then buys 35 % of the unlimited throughput.  The pacer
+ * charges a kernel the time it would take on the saturated GPU instead:
+ *     charged = measured * (f_now / f_sat) ^ LIM_CLOCK_ALPHA     (never less than measured)
+ * where f_sat is the SM clock this process saw while the GPU was saturated (utilisation >=
+ * LIM_SAT_UTIL_PCT) and alpha = 1/2: kernel time moves with about the square root of the clock
+ * ratio (4096² bf16 matmul on the H200: 175 us at 1980 MHz, 205.5 us at 1515 MHz: exponent
+ * 0.60).  Without a saturated sample (f_sat 0) nothing is corrected. */
+#define LIM_SAT_UTIL_PCT 95u
+#define LIM_SCALE_ONE    1000000u /* scale in parts per million */
+
+/* (f_now / f_sat) ^ 1/2 in ppm, at least LIM_SCALE_ONE; LIM_SCALE_ONE when either is 0. */
+uint32_t lim_clock_scale_ppm(uint32_t f_now_mhz, uint32_t f_sat_mhz);
+
+/* One NVML sample (SM clock, GPU utilisation %) folded into f_sat.  Saturated samples below
+ * f_sat move it half way down at once (the clock drops within a few hundred ms of the GPU
+ * saturating; a low f_sat charges more, the safe side); samples above move it up by 1/8; the
+ * first one sets it; unsaturated samples leave it. */
+uint32_t lim_sat_update(uint32_t f_sat_mhz, uint32_t f_now_mhz, uint32_t util_pct);
+
+/* cost scaled by ppm (rounding down, saturating). */
+uint64_t lim_scale_cost(uint64_t cost_ns, uint32_t scale_ppm);
+
+/* ---- busy feedback ------------------------------------------------------------------------------
+ * The slow outer loop over the estimates: while a paced container is alone on its GPU, the GPU's
+ * busy time (NVML utilisation) over a window is the container's own; when it exceeds what the
+ * pacer charged for the same window (estimates of short kernels miss the per-launch front-end
+ * time the GPU spends between them), the charged costs are scaled up by the ratio.  The factor
+ * only ever charges more (>= 1, the GPU share never exceeds the limit on the estimates' account)
+ * and at most LIM_FEEDBACK_MAX_PPM.  Returns the new factor: half way from `k_ppm` to
+ * (busy - 1 % of the window) / charged (NVML's utilisation has whole-percent resolution);
+ * unchanged when the window charged less than LIM_FEEDBACK_MIN_SHARE_PCT of it. */
+#define LIM_FEEDBACK_MAX_PPM       1500000u
+#define LIM_FEEDBACK_MIN_SHARE_PCT 3u
+uint32_t lim_busy_feedback(uint32_t k_ppm, uint64_t busy_ns, uint64_t charged_ns,
+                           uint64_t window_ns);
+
 /* ---- cost estimates ---------------------------------------------------------------------- */
 
 #define LIM_COST_SLOTS   1024u /* power of two */
