@@ -23,7 +23,7 @@ __all__ = ["EXPECT_KEYS", "CaseResult", "SuiteError", "run_suite"]
 
 LINE_KEY = "__line__"  # the CLI's YAML loader records each mapping's line under this key
 SUITE_KEYS = ("policy", "tests", "unmanaged")
-CASE_KEYS = ("name", "workload", "pod", "container", "expect")
+CASE_KEYS = ("name", "workload", "pod", "pod_file", "container", "expect")
 WORKLOAD_KEYS = ("namespace", "name", "labels", "annotations", "container", "node", "node_labels",
                  "request")
 REQUEST_KEYS = ("gpu", "gpumem", "gpumem_percentage", "gpucores", "priority")
@@ -85,6 +85,8 @@ def _mem_request(value: object, where: str) -> int:
 
 def _workload(case: Mapping[str, object], source: str, names: ResourceNames) -> Workload:
     where = _where(source, case)
+    if "pod_file" in case:  # the CLI replaces it by `pod:`; the pure API cannot read files
+        raise SuiteError(f"{where}: `pod_file` must be read by the caller (gpuwarden policy test)")
     if ("workload" in case) == ("pod" in case):
         raise SuiteError(f"{where}: a test case needs exactly one of `workload:` or `pod:`")
     if "pod" in case:
