@@ -22,7 +22,7 @@
 /* ---- tunables (docs/compute.md explains each) ---------------------------------------------- */
 #define TICK_NS        10000000ull /* ticker period: sharing/limit changes apply within this */
 #define TOLERANCE_NS   2000000ull  /* pacer burst: the most GPU-time credit, in wall time */
-#define TOLERANCE_SHARED_NS 10000000ull /* ... on a shared GPU, where launches go in bursts */
+#define TOLERANCE_SHARED_NS 20000000ull /* ... on a shared GPU, where launches go in bursts */
 #define CLOCK_PERIOD_NS 100000000ull /* NVML clock/utilisation sampling (DVFS correction) */
 #define FEEDBACK_SETTLE_NS 1000000000ull /* busy feedback: conditions held this long first */
 #define FEEDBACK_WINDOW_NS 500000000ull /* busy feedback: one window */
