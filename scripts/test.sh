@@ -9,4 +9,7 @@ export PATH="$root/.venv/bin:$PATH"
 [ "${CI:-}" = true ] && export GPUWARDEN_REQUIRE_BPF=1
 echo "== ruff"; ruff check .
 echo "== import contracts"; lint-imports
+echo "== example policies"
+gpuwarden policy check examples/policies
+gpuwarden policy test examples/policies/tests
 echo "== pytest"; python -m pytest "$@"
