@@ -3,6 +3,7 @@ meaning (same digest, same evaluation); the index finds exactly the rules a full
 
 from __future__ import annotations
 
+import os
 import string
 
 from hypothesis import HealthCheck, given, settings
@@ -19,13 +20,16 @@ TOKENS = ["version", "1", "2", "include", '"x.gwp"', "defaults", "unmanaged", "r
           "severity", "#c", "\n", "\n", " ", '"', "\\", "clamp", "weight", "mode", "audit",
           "priority", "high", "0", "1.5", "é", "\t", "\r\n", '"a\\"b"', "whole"]
 
+# GPUWARDEN_HYPOTHESIS_SCALE=10 runs ten times as many examples (a deeper, slower search).
+SCALE = max(1, int(os.environ.get("GPUWARDEN_HYPOTHESIS_SCALE", "1")))
+
 settings.register_profile("policy", deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("policy")
 
 
 @given(st.text(max_size=400))
-@settings(max_examples=400)
+@settings(max_examples=400 * SCALE)
 def test_arbitrary_text_never_raises(text: str) -> None:
     result = load_texts([("f.gwp", text)])
     assert result.ok or result.errors
@@ -35,7 +39,7 @@ def test_arbitrary_text_never_raises(text: str) -> None:
 
 
 @given(st.lists(st.sampled_from(TOKENS), max_size=80).map(" ".join))
-@settings(max_examples=600)
+@settings(max_examples=600 * SCALE)
 def test_token_soup_never_raises(text: str) -> None:
     module, diags = parse(text, "f.gwp")
     assert (module is None) == bool(diags)
@@ -143,7 +147,7 @@ WORKLOADS = st.builds(
 
 
 @given(policies(), st.lists(WORKLOADS, max_size=4))
-@settings(max_examples=300)
+@settings(max_examples=300 * SCALE)
 def test_fmt_is_idempotent_and_meaning_preserving(text: str, workloads: list[Workload]) -> None:
     original = load_texts([("p.gwp", text)])
     assert original.policy is not None, [d.render() for d in original.errors]
@@ -160,7 +164,7 @@ def test_fmt_is_idempotent_and_meaning_preserving(text: str, workloads: list[Wor
 
 
 @given(policies(), st.lists(WORKLOADS, min_size=1, max_size=6))
-@settings(max_examples=300)
+@settings(max_examples=300 * SCALE)
 def test_index_finds_what_a_scan_finds(text: str, workloads: list[Workload]) -> None:
     policy = load_texts([("p.gwp", text)]).policy
     assert policy is not None
