@@ -25,7 +25,7 @@ from agent.decide import AgentPolicy, core_plan, decide, judge, remember
 from agent.enforce import Enforcer
 from agent.exporter import Row, View
 from agent.ledger import Ledger, WorkloadRecord, safe_id
-from agent.model import GpuUuid, Pid, Rule, Snapshot, Workload, WorkloadKey
+from agent.model import GpuUuid, Pid, Rule, Snapshot, VerdictKind, Workload, WorkloadKey
 from agent.procfs import MARKER_ENV, read_proc, scan, start_time
 from agent.proctree import ProcessTable
 from agent.reload import PolicyWatcher
@@ -88,6 +88,10 @@ class Agent:
         self.region_errors_total = 0
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._dirty = True
+        self._ebpf_counters = (0, 0)
+        self._alerted_bypass: set[str] = set()
+        self._ebpf_counters_next = 0.0
+        self._last_tick = 0.0
         self._next_tick = 0.0
         self._next_verify = 0.0
         self._next_rescan = 0.0
@@ -334,19 +338,21 @@ class Agent:
         if max_wait is not None:
             wait = min(wait, max_wait)
         if self._dirty:
-            wait = 0.0
+            wait = max(0.0, self.MIN_TICK_GAP - (now - self._last_tick))
         fds: list[Any] = [self._wake_r]
         if self.procevents is not None:
             fds.append(self.procevents)
         if self.ebpf is not None:
-            # the probe is the wait: its ring buffer wakes us on every audited call
-            events = self.ebpf.poll_events(int(min(wait, 0.05) * 1000))
-            if any(e.kind != "proc_clear" for e in events):
-                self._dirty = True
-            for e in events:
+            # the ring buffer is drained every EBPF_BATCH seconds at most: at thousands of
+            # driver calls a second, waking for each would cost more than judging them
+            if callable(getattr(self.ebpf, "fileno", None)):
+                fds.append(self.ebpf)  # a probe that offers its ring buffer's epoll fd
+            select.select(fds, [], [], min(wait, self.EBPF_BATCH))
+            for e in self.ebpf.poll_events(0):
                 if e.killed:
                     self._kernel_killed(e)
-            select.select(fds, [], [], 0)
+                elif not self._dirty and e.kind != "proc_clear" and self._suspect(e.pid):
+                    self._dirty = True
         else:
             select.select(fds, [], [], wait)
         with contextlib.suppress(BlockingIOError):
@@ -354,11 +360,21 @@ class Agent:
                 self._dirty = True
         self._process_events()
         now = self.clock()
-        if self._dirty or now >= self._next_tick:
+        if (self._dirty and now - self._last_tick >= self.MIN_TICK_GAP) or now >= self._next_tick:
             self.tick(now)
         outcome = self.watcher.poll()
         if outcome is not None:
             self._on_reload(outcome)
+
+    def _suspect(self, pid: int) -> bool:
+        """Does a driver call by `pid` need a verdict now (rather than at the next tick)? Yes
+        for a workload's process that the shim does not know: a bypass. Calls through the shim
+        are already held to the limit by the shim; strangers are judged by NVML at the tick."""
+        wid = self.table.owner.get(Pid(pid))
+        if wid is None or wid in self._alerted_bypass:
+            return False  # a stranger, or a bypass already seen: the next tick will do
+        t = self.tracked.get(wid)
+        return t is None or Pid(pid) not in t.shim_pids
 
     def _kernel_killed(self, e: Any) -> None:
         """The eBPF program killed a process inside the allocation that crossed its limit."""
@@ -485,9 +501,13 @@ class Agent:
                 d[u] = d.get(u, 0) + b
         return out
 
+    MIN_TICK_GAP = 0.02  # event-driven ticks: at most 50 a second
+    EBPF_BATCH = 0.02
+
     def tick(self, now: float) -> None:
         t0 = time.perf_counter()
         self._dirty = False
+        self._last_tick = now
         self._next_tick = now + self.cfg.tick_seconds
         with self.lock:
             if self.ebpf is not None and now >= self._next_rescan:
@@ -514,13 +534,16 @@ class Agent:
                 nvml_sm=self.nvml_sample.sm if self.nvml_sample else None,
                 history=self.history, armed=dict(self.enforcer.armed),
                 ebpf_can_kill=self.ebpf is not None)
-            actions = decide(snap, pol, now)
+            verdicts = judge(snap, pol)
+            actions = decide(snap, pol, now, verdicts)
             if actions:
                 self.enforcer.apply(actions, now)
-            self.history = remember(snap, pol, actions, now)
+            self.history = remember(snap, pol, actions, now, verdicts)
+            self._alerted_bypass = {k[0] for k, o in self.history.items()
+                                    if k[1] == VerdictKind.BYPASS and o.alerted}
             self._write_core_plan(snap)
             self.loop_seconds = time.perf_counter() - t0
-            self._publish(snap, pol)
+            self._publish(snap, verdicts)
 
     def _workload(self, t: Tracked, now: float) -> Workload:
         if t.reader is None and now >= t.region_retry:
@@ -604,13 +627,13 @@ class Agent:
         if self.audit is not None:
             self.audit.emit(ev)
 
-    def _publish(self, snap: Snapshot | None = None, pol: AgentPolicy | None = None) -> None:
+    def _publish(self, snap: Snapshot | None = None, verdicts: list[Any] | None = None) -> None:
         from gpuwarden import __version__
 
         rows: list[Row] = []
         enf = self.enforcer
-        if snap is not None and pol is not None:
-            disagree = {(v.wid, v.gpu) for v in judge(snap, pol) if v.kind == "bypass"}
+        if snap is not None and verdicts is not None:
+            disagree = {(v.wid, v.gpu) for v in verdicts if v.kind == "bypass"}
             for w in snap.workloads:
                 t = self.tracked.get(w.wid)
                 gpus = sorted(set(t.rec.devices if t else ()) | set(w.shim_used or {}))
@@ -633,13 +656,15 @@ class Agent:
                         agree=(w.wid, gg) not in disagree and w.shim_used is not None,
                         last_action=enf.last_action.get(w.wid, "") if enf else "",
                         rule=w.rule.name))
-        ebpf_lost = ebpf_err = 0
-        if self.ebpf is not None:
+        ebpf_lost, ebpf_err = self._ebpf_counters
+        if self.ebpf is not None and time.monotonic() >= self._ebpf_counters_next:
+            self._ebpf_counters_next = time.monotonic() + 1.0  # kernel map reads: once a second
             with contextlib.suppress(Exception):
                 errs = self.ebpf.errors()
-                ebpf_lost = int(self.ebpf.lost_events())
+                ebpf_lost = errs["lost_event"] + errs["queue_overflow"]
                 ebpf_err = sum(v for k, v in errs.items()
                                if k not in ("lost_event", "queue_overflow"))
+                self._ebpf_counters = (ebpf_lost, ebpf_err)
         self.view = View(
             version=__version__, policy_digest=self.watcher.digest,
             policy_reloads_total=self.watcher.reloads_total,

@@ -210,14 +210,16 @@ def _dry(rule: Rule, policy: AgentPolicy) -> bool:
     return policy.dry_run or rule.mode == Mode.AUDIT
 
 
-def decide(s: Snapshot, policy: AgentPolicy, now: float) -> list[Action]:
-    """The actions for this instant. Alerts once per violation; terminate then kill after the
+def decide(s: Snapshot, policy: AgentPolicy, now: float,
+           verdicts: list[Verdict] | None = None) -> list[Action]:
+    """The actions for this instant (`verdicts`: judge()'s, when already computed). Alerts
+    once per violation; terminate then kill after the
     rule's grace; kill at once when the grace is 0; compute verdicts only count after the
     rule's compute grace. Protected processes are never signalled."""
     everyone = {w.wid: w for w in (*s.workloads, *unmanaged_workloads(s, policy))}
     actions: list[Action] = []
     acted: set[str] = set()
-    for v in judge(s, policy):
+    for v in judge(s, policy) if verdicts is None else verdicts:
         w = everyone[v.wid]
         rule = w.rule
         seen = s.history.get(v.vkey)
@@ -280,15 +282,16 @@ def _arming(s: Snapshot, policy: AgentPolicy) -> list[Action]:
     return out
 
 
-def remember(s: Snapshot, policy: AgentPolicy, actions: Iterable[Action],
-             now: float) -> dict[tuple[str, VerdictKind, GpuUuid], Ongoing]:
+def remember(s: Snapshot, policy: AgentPolicy, actions: Iterable[Action], now: float,
+             verdicts: list[Verdict] | None = None
+             ) -> dict[tuple[str, VerdictKind, GpuUuid], Ongoing]:
     """The history after this instant: ongoing violations keep their start; resolved ones are
     forgotten; alerts, terminations and kills are marked (for the whole workload)."""
     alerted = {a.verdict.vkey for a in actions if a.kind == ActionKind.ALERT and a.verdict}
     terminated = {a.wid for a in actions if a.kind == ActionKind.TERMINATE}
     killed = {a.wid for a in actions if a.kind == ActionKind.KILL}
     new: dict[tuple[str, VerdictKind, GpuUuid], Ongoing] = {}
-    for v in judge(s, policy):
+    for v in judge(s, policy) if verdicts is None else verdicts:
         o = s.history.get(v.vkey) or Ongoing(since=now)
         if v.vkey in alerted:
             o = replace(o, alerted=True)
