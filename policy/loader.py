@@ -20,7 +20,7 @@ from pathlib import Path
 from policy import ast
 from policy.compiler import CompiledPolicy, compile_modules
 from policy.diagnostics import Diagnostic, Severity, Span, closest, source_lines
-from policy.parser import parse
+from policy.parser import parse_recovering
 
 __all__ = [
     "PARSE_CACHE",
@@ -215,7 +215,7 @@ class _ParseCache:
                 self.hits += 1
                 return found[0], list(found[1])
             self.misses += 1
-        result = parse(text, name)
+        result = parse_recovering(text, name)
         with self.lock:
             self.entries[key] = result
             while len(self.entries) > self.size:
@@ -300,7 +300,7 @@ def load_texts(files: Sequence[tuple[str, str]]) -> LoadResult:
 def _load_texts(files: Sequence[tuple[str, str]]) -> LoadResult:
     loader = _Loader(_read)
     for name, text in files:
-        module, diags = parse(text, name)
+        module, diags = parse_recovering(text, name)
         loader.diagnostics.extend(diags)
         if module is not None:
             loader._check_version(module, source_lines(text))

@@ -72,25 +72,88 @@ def parser() -> Lark:
 
 
 def parse(text: str, file: str) -> tuple[ast.Module | None, list[Diagnostic]]:
-    """Parse one file.  Never raises on any input: problems come back as diagnostics."""
+    """Parse one file.  Never raises on any input: problems come back as diagnostics, every
+    syntax error of the file (up to MAX_SYNTAX_ERRORS), with no module."""
+    module, diags = parse_recovering(text, file)
+    return (None, diags) if diags else (module, [])
+
+
+def parse_recovering(text: str, file: str) -> tuple[ast.Module | None, list[Diagnostic]]:
+    """Like `parse`, but after a syntax error on a statement line inside a block, that line is
+    blanked and the parse tried again, so one run reports the file's further syntax errors.
+    With errors, the module returned is the recovered one (statements in error left out; every
+    position unchanged), which the loader still compiles to report semantic errors too."""
     lines = source_lines(text)
     source = text if text.endswith("\n") else text + "\n"
     depth_error = _check_depth(source, file, lines)
     if depth_error:
         return None, [depth_error]
+    diags: list[Diagnostic] = []
+    blanked: set[int] = set()
+    while True:
+        items, diag = _parse_once(source, file, lines)
+        if diag is None:
+            module = ast.Module(file=file, text=text, items=tuple(items or ()))
+            return module, diags
+        diags.append(diag)
+        line = diag.span.line
+        if (len(diags) >= MAX_SYNTAX_ERRORS or line in blanked or diag.code not in _RECOVERABLE
+                or not _is_statement_line(source, line)
+                or _in_brackets(source, _offset(source, diag.span.line, diag.span.col))):
+            # Past a broken block header or inside an unclosed ( or [, what follows would
+            # only produce errors that are consequences of this one.
+            return None, diags
+        blanked.add(line)
+        source = _blank_line(source, line)
+
+
+MAX_SYNTAX_ERRORS = 20
+_RECOVERABLE = ("GW001", "GW002", "GW020")
+
+
+def _parse_once(source: str, file: str,
+                lines: list[str]) -> tuple[list[ast.Item] | None, Diagnostic | None]:
     lark, builder = _parser_and_builder()
     try:
         with _LOCK:  # the builder carries the file name of the parse in progress
             builder.file = file
-            items = lark.parse(source)
+            return lark.parse(source), None
     except UnexpectedInput as err:
-        return None, [_convert(err, source, file, lines)]
+        return None, _convert(err, source, file, lines)
     except LarkError as err:  # any other Lark failure still gets a code and a place
-        return None, [_diag("GW001", Span.point(file), f"cannot parse: {err}", lines)]
+        return None, _diag("GW001", Span.point(file), f"cannot parse: {err}", lines)
     except RecursionError as err:
-        message = f"cannot build the syntax tree: {err}"
-        return None, [_diag("GW021", Span.point(file), message, lines)]
-    return ast.Module(file=file, text=text, items=tuple(items)), []
+        return None, _diag("GW021", Span.point(file), f"cannot build the syntax tree: {err}",
+                           lines)
+
+
+def _is_statement_line(source: str, line: int) -> bool:
+    """A line inside a block that is neither a block header nor a closing brace."""
+    text = source.split("\n")[line - 1] if line <= source.count("\n") + 1 else ""
+    word = _first_word(text)
+    if not text.strip() or text.strip().startswith("}") or "{" in text.split("#")[0]:
+        return False
+    if word is not None and word[0] in TOP_KEYWORDS:
+        return False
+    return bool(_open_blocks(source, _offset(source, line, 1)))
+
+
+def _in_brackets(source: str, upto: int) -> bool:
+    """Whether a `(` or `[` is open at offset `upto` (strings and comments skipped)."""
+    depth = 0
+    for m in re.finditer(r'"(?:[^"\\\n]|\\[^\n])*"|#[^\n]*|[()\[\]]', source[:upto]):
+        tok = m.group(0)
+        if tok in "([":
+            depth += 1
+        elif tok in ")]":
+            depth = max(0, depth - 1)
+    return depth > 0
+
+
+def _blank_line(source: str, line: int) -> str:
+    parts = source.split("\n")
+    parts[line - 1] = " " * len(parts[line - 1])
+    return "\n".join(parts)
 
 
 # ---- Lark errors -> diagnostics (the only place)

@@ -118,3 +118,20 @@ def test_common_mistakes_get_targeted_hints(
 def test_unquoted_rule_name(load: Callable[..., LoadResult]) -> None:
     [d] = load("version 1\nrule training {\n}\n").errors
     assert (d.span.line, d.span.col, d.hint) == (2, 6, 'quote it: `"training"`')
+
+
+def test_one_run_reports_every_broken_statement(load: Callable[..., LoadResult]) -> None:
+    text = ('version 1\nrule "a" {\n  match namespace = "x"\n  mode = loud\n'
+            "  cap gpumem < 8GiB\n  priority: high\n}\n"
+            'rule "b" {\n  mtach name == "y"\n  mode = audit\n}\n')
+    found = [(d.span.line, d.code) for d in load(text).errors]
+    assert found == [(3, "GW001"), (4, "GW006"), (5, "GW001"), (6, "GW001"), (9, "GW002")]
+
+
+def test_no_cascade_after_a_broken_header_or_open_bracket(
+    load: Callable[..., LoadResult],
+) -> None:
+    broken_header = 'version 1\nrule x {\n  mode = audit\n  priority = high\n}\n'
+    assert [d.span.line for d in load(broken_header).errors] == [2]
+    open_list = 'version 1\nrule "a" {\n  match label t in ["a"\n  mode = audit\n}\n'
+    assert [d.span.line for d in load(open_list).errors] == [4]
