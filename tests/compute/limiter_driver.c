@@ -2,9 +2,10 @@
  * tests/compute/test_controller_*.py.  It has no clock of its own: a fake clock and a fake GPU
  * (one queue, kernels back to back) let the tests check the pacer's arithmetic exactly.
  *
- *   limiter_driver pace LIMIT COST_NS RUN_NS TOL_NS QUEUE_NS
+ *   limiter_driver pace LIMIT COST_NS RUN_NS TOL_NS QUEUE_NS [bursty]
  *       one launcher launching as fast as the pacer lets it; prints the busy share measured
- *       from 1 s on, and the largest amount of work queued ahead of the GPU.
+ *       from 1 s on, the largest amount of work queued ahead of the GPU, and how many times
+ *       the launcher had to wait (with "bursty": lim_pacer_book_bursty).
  *   limiter_driver burst LIMIT COST_NS IDLE_NS TOL_NS
  *       after IDLE_NS of idleness, how many launches go without waiting (bounded credit).
  *   limiter_driver shared LIMIT COST_NS RUN_NS TOL_NS PROCS
@@ -14,6 +15,10 @@
  *   limiter_driver parse pct|policy|priority VALUE
  *   limiter_driver lowest V1 [V2 ...]
  *   limiter_driver cost SAMPLE...          (one key; prints the estimate after each sample)
+ *   limiter_driver clockscale F_NOW F_SAT  (prints lim_clock_scale_ppm)
+ *   limiter_driver sat UTIL:MHZ...         (prints f_sat after each NVML sample)
+ *   limiter_driver feedback K_PPM BUSY_NS CHARGED_NS WINDOW_NS [ROUNDS]
+ *       prints the factor after each of ROUNDS (default 1) windows with the same readings
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,14 +36,17 @@ static int cmd_pace(char **a)
     uint32_t limit = (uint32_t)arg_u64(a[0]);
     uint64_t cost = arg_u64(a[1]), run = arg_u64(a[2]), tol = arg_u64(a[3]);
     uint64_t queue = arg_u64(a[4]);
-    uint64_t tat = 0, now = 0, gpu_tail = 0, busy = 0, max_queued = 0;
+    uint64_t tat = 0, now = 0, gpu_tail = 0, busy = 0, max_queued = 0, waits = 0;
     const uint64_t from = 1000000000ull, launch_cpu = 2000; /* 2 us of CPU per launch */
+    int bursty = a[5] != NULL && strcmp(a[5], "bursty") == 0;
 
     while (now < run) {
         uint64_t wait, start;
         if (gpu_tail > now + queue) /* the queue bound: wait for the GPU */
             now = gpu_tail - queue;
-        wait = lim_pacer_book(&tat, now, cost, limit, tol);
+        wait = bursty ? lim_pacer_book_bursty(&tat, now, cost, limit, tol)
+                      : lim_pacer_book(&tat, now, cost, limit, tol);
+        waits += wait > 0;
         now += wait;
         start = gpu_tail > now ? gpu_tail : now;
         gpu_tail = start + cost;
@@ -50,8 +58,8 @@ static int cmd_pace(char **a)
             busy += (gpu_tail < run ? gpu_tail : run) - (start > from ? start : from);
         now += launch_cpu;
     }
-    printf("share %.4f max_queued_ns %llu\n", (double)busy / (double)(run - from),
-           (unsigned long long)max_queued);
+    printf("share %.4f max_queued_ns %llu waits %llu\n", (double)busy / (double)(run - from),
+           (unsigned long long)max_queued, (unsigned long long)waits);
     return 0;
 }
 
@@ -160,6 +168,33 @@ static int cmd_cost(int n, char **a)
     return 0;
 }
 
+static int cmd_sat(int n, char **a)
+{
+    uint32_t sat = 0;
+    int i;
+
+    for (i = 0; i < n; i++) {
+        unsigned util = 0, mhz = 0;
+        if (sscanf(a[i], "%u:%u", &util, &mhz) != 2)
+            return 2;
+        sat = lim_sat_update(sat, mhz, util);
+        printf("%u\n", sat);
+    }
+    return 0;
+}
+
+static int cmd_feedback(int argc, char **a)
+{
+    uint32_t k = (uint32_t)arg_u64(a[0]);
+    uint64_t rounds = argc >= 5 ? arg_u64(a[4]) : 1, i;
+
+    for (i = 0; i < rounds; i++) {
+        k = lim_busy_feedback(k, arg_u64(a[1]), arg_u64(a[2]), arg_u64(a[3]));
+        printf("%u\n", k);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 7 && strcmp(argv[1], "pace") == 0)
@@ -182,6 +217,14 @@ int main(int argc, char **argv)
     }
     if (argc >= 3 && strcmp(argv[1], "cost") == 0)
         return cmd_cost(argc - 2, argv + 2);
+    if (argc == 4 && strcmp(argv[1], "clockscale") == 0) {
+        printf("%u\n", lim_clock_scale_ppm((uint32_t)arg_u64(argv[2]), (uint32_t)arg_u64(argv[3])));
+        return 0;
+    }
+    if (argc >= 3 && strcmp(argv[1], "sat") == 0)
+        return cmd_sat(argc - 2, argv + 2);
+    if (argc >= 6 && strcmp(argv[1], "feedback") == 0)
+        return cmd_feedback(argc - 2, argv + 2);
     fprintf(stderr, "usage: see the comment at the top of limiter_driver.c\n");
     return 2;
 }

@@ -1,0 +1,40 @@
+"""The busy feedback (limiter.h): while a paced container is alone on its GPU, its charged
+costs are scaled by the GPU's busy time (NVML) over what was charged, never below 1 and at
+most 1.5, half way per window, ignoring windows that charged too little to compare."""
+
+from __future__ import annotations
+
+import pytest
+
+ONE = 1_000_000
+S = 1_000_000_000
+
+
+def feedback(driver, k: int, busy: int, charged: int, window: int, rounds: int = 1) -> list[int]:
+    return [int(x) for x in driver.run("feedback", k, busy, charged, window, rounds).split()]
+
+
+def test_converges_to_busy_over_charged(limiter_driver) -> None:
+    # the GPU was busy 56 % while the estimates charged 50 % (short kernels' front-end time)
+    got = feedback(limiter_driver, ONE, 56 * S // 100, 50 * S // 100, S, 20)
+    assert got[0] == pytest.approx(ONE + (1.10 * ONE - ONE) / 2, abs=2)  # half way
+    assert got[-1] == pytest.approx(ONE * 0.55 / 0.50, abs=50)  # one point is resolution
+
+
+def test_within_nvml_resolution_nothing_changes(limiter_driver) -> None:
+    assert feedback(limiter_driver, ONE, 31 * S // 100, 30 * S // 100, S, 5)[-1] == ONE
+
+
+def test_never_below_one(limiter_driver) -> None:
+    # busy below what was charged (estimates too high) never charges less than measured
+    assert feedback(limiter_driver, 1_200_000, 20 * S // 100, 30 * S // 100, S, 30)[-1] == ONE
+
+
+def test_bounded(limiter_driver) -> None:
+    # unmanaged work on the GPU makes it look busier than the container: at most 1.5
+    got = feedback(limiter_driver, ONE, S, 10 * S // 100, S, 40)
+    assert max(got) <= 1_500_000 and got[-1] == pytest.approx(1_500_000, abs=1)
+
+
+def test_low_share_windows_are_ignored(limiter_driver) -> None:
+    assert feedback(limiter_driver, 1_100_000, 10 * S // 100, 2 * S // 100, S)[-1] == 1_100_000

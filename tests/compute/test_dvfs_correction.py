@@ -1,0 +1,64 @@
+"""The DVFS correction (limiter.h): a kernel is charged the time it would take on the
+saturated, power-capped GPU, (f_now / f_sat) ^ 1/2 times its measured time, never less; f_sat
+follows the SM clock seen while the GPU is saturated, falling fast and rising slowly."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+ONE = 1_000_000
+
+
+def scale(driver, f_now: int, f_sat: int) -> int:
+    return int(driver.run("clockscale", f_now, f_sat))
+
+
+@pytest.mark.parametrize(("f_now", "f_sat"), [(1980, 1515), (1980, 1200), (1500, 1495)])
+def test_scale_is_square_root_of_clock_ratio(limiter_driver, f_now: int, f_sat: int) -> None:
+    assert scale(limiter_driver, f_now, f_sat) == pytest.approx(
+        ONE * math.sqrt(f_now / f_sat), abs=2
+    )
+
+
+@pytest.mark.parametrize(("f_now", "f_sat"), [(1515, 1515), (345, 1515), (0, 1515), (1980, 0)])
+def test_never_charges_less_than_measured(limiter_driver, f_now: int, f_sat: int) -> None:
+    # an idle GPU's low clock, no reading, or no saturated sample yet: no correction
+    assert scale(limiter_driver, f_now, f_sat) == ONE
+
+
+def test_absurd_reading_is_bounded(limiter_driver) -> None:
+    assert scale(limiter_driver, 4_000_000_000, 1) == 16 * ONE
+
+
+def sat(driver, *samples: str) -> list[int]:
+    return [int(x) for x in driver.run("sat", *samples).split()]
+
+
+def test_unsaturated_samples_are_ignored(limiter_driver) -> None:
+    assert sat(limiter_driver, "94:1980", "50:1500", "0:345") == [0, 0, 0]
+
+
+def test_first_saturated_sample_sets_then_falls_fast_rises_slowly(limiter_driver) -> None:
+    got = sat(limiter_driver, "100:1980", "100:1500", "97:1500", "100:1500", "100:1660", "60:300")
+    assert got[0] == 1980
+    assert got[1] == 1740  # half way down at once: a lower f_sat charges more (safe side)
+    assert got[3] == 1560
+    assert got[4] == 1560 + math.ceil((1660 - 1560) / 8)  # up by 1/8
+    assert got[5] == got[4]  # an idle GPU's low clock leaves it
+
+
+def test_pacer_with_correction_holds_full_load_throughput(limiter_driver) -> None:
+    # H200, 4096² bf16 matmul: 205.5 us per kernel at the saturated clock (1515 MHz), 175 us at
+    # 1980 MHz when held to a share.  Charging the corrected cost, the pace at 30 % gives the
+    # throughput of 30 % of the saturated GPU within 5 points (the correction's exponent 1/2
+    # against this kernel's measured 0.6).
+    s = scale(limiter_driver, 1980, 1515)
+    charged = 175_000 * s // ONE
+    out = limiter_driver.fields("pace", 30, charged, 5_000_000_000, 2_000_000, 2_000_000)
+    launches_per_s = out["share"] / (charged / 1e9)
+    throughput_pct = 100 * launches_per_s * 205.5e-6
+    assert throughput_pct == pytest.approx(30, abs=5)
+    # the GPU time it takes at the higher clock stays below the limit
+    assert launches_per_s * 175e-6 < 0.30
