@@ -246,7 +246,7 @@ def _convert(err: UnexpectedInput, source: str, file: str, lines: list[str]) -> 
     if open_blocks and (at_eof or (word is not None and word[0] in TOP_KEYWORDS)):
         bl, bc = open_blocks[-1]
         opener = lines[bl - 1] if bl <= len(lines) else ""
-        head = opener.strip().rstrip("{").strip() or "block"
+        head = opener.split("#")[0].strip().rstrip("{").strip() or "block"
         where = "the end of the file" if at_eof else f"`{word[0] if word else ''}` on line {line}"
         start = (_first_word(opener) or ("", bc))[1]
         span = Span(file, bl, start, bl, bc + 1)
