@@ -261,8 +261,9 @@ static void find_proc_slot(void)
  * utilisation into the busy feedback, and publish their product. */
 static void clock_sample(struct cdev *c, uint64_t t, uint32_t mhz, int have_mhz, uint32_t util)
 {
+    struct vgpu_compute_device *blk = __atomic_load_n(&c->blk, __ATOMIC_ACQUIRE);
     uint32_t limit = LD(&c->limit);
-    uint64_t charged = LD(&c->blk->charged_ns);
+    uint64_t charged = LD(&blk->charged_ns);
     uint32_t dvfs = LIM_SCALE_ONE;
     uint64_t scale;
 
@@ -273,7 +274,8 @@ static void clock_sample(struct cdev *c, uint64_t t, uint32_t mhz, int have_mhz,
     /* Busy feedback: windows of FEEDBACK_WINDOW_NS, only while paced at one limit and alone on
      * the GPU (no other container present, not yielding) for FEEDBACK_SETTLE_NS already:
      * utilisation is an average over the driver's last period and lags a change. */
-    if (limit == 0 || LD(&c->track) || LD(&c->yield) || limit != c->fb_limit) {
+    if (limit == 0 || LD(&c->track) || LD(&c->yield) || limit != c->fb_limit ||
+        (c->win_t0 != 0 && charged < c->win_c0) /* bound to the region's block meanwhile */) {
         c->fb_since = t;
         c->fb_limit = limit;
         c->win_t0 = 0;
@@ -298,8 +300,8 @@ static void clock_sample(struct cdev *c, uint64_t t, uint32_t mhz, int have_mhz,
         c->fb_ppm = LIM_SCALE_ONE;
     scale = (uint64_t)dvfs * c->fb_ppm / LIM_SCALE_ONE;
     ST(&c->scale_ppm, (uint32_t)scale);
-    ST(&c->blk->cost_scale_ppm, (uint32_t)scale);
-    ST(&c->blk->sat_mhz, c->sat_mhz);
+    ST(&blk->cost_scale_ppm, (uint32_t)scale);
+    ST(&blk->sat_mhz, c->sat_mhz);
 }
 
 static void *clock_main(void *arg)
