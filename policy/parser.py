@@ -19,6 +19,7 @@ from lark.exceptions import (
 
 from policy import ast
 from policy.diagnostics import Diagnostic, Severity, Span, closest, source_lines
+from policy.fastparse import parse_items
 
 __all__ = ["STATEMENT_KEYWORDS", "TOP_KEYWORDS", "parse", "parser"]
 
@@ -83,8 +84,11 @@ def parse_recovering(text: str, file: str) -> tuple[ast.Module | None, list[Diag
     blanked and the parse tried again, so one run reports the file's further syntax errors.
     With errors, the module returned is the recovered one (statements in error left out; every
     position unchanged), which the loader still compiles to report semantic errors too."""
-    lines = source_lines(text)
     source = text if text.endswith("\n") else text + "\n"
+    items = parse_items(source, file)  # the fast path; None for anything it does not take
+    if items is not None:
+        return ast.Module(file=file, text=text, items=tuple(items)), []
+    lines = source_lines(text)
     depth_error = _check_depth(source, file, lines)
     if depth_error:
         return None, [depth_error]

@@ -1,0 +1,388 @@
+"""A hand-written parser for the policy language: the same `ast` as the Lark grammar, faster.
+
+`policy/grammar/policy.lark` stays the definition of the language and Lark the one place where
+syntax errors become diagnostics.  This module is only a fast path for input that parses:
+`parse_items(source, file)` returns the items Lark's grammar and `parser._ToAst` would build
+(same nodes, same spans), or None at the first token it does not expect, and the caller then
+runs Lark, which reports the error (or, for a corner this module declines, builds the tree).
+So an input this module accepts must be one Lark accepts with the same tree; it may decline
+more than Lark does, never accept more.  tests/policy/syntax/test_fast_parser_agrees_with_lark.py
+checks this on generated policies, on token soup and on every keyword in every word position.
+
+How it mirrors Lark's LALR parser with its contextual lexer:
+- one regular expression with Lark's terminals (same patterns, QUANTITY before NUMBER);
+  whitespace `[\\t \\f]` is skipped, a newline with the next line's indentation and comments is
+  one `_NL` token, as in the grammar;
+- a word is a keyword exactly where the grammar's parser state accepts that keyword (statement
+  start: match default cap deny allow; expression start: not has; after a field name: and or in
+  not; top level: version include defaults unmanaged rule) and a name (IDENT) elsewhere; where a
+  state accepts keywords but no IDENT, any other word makes this module decline (Lark's lexer
+  would match a keyword prefix there);
+- spans are built as `_ToAst` builds them: from tokens and child spans, never from parentheses.
+Nesting deeper than MAX_NESTING declines too, so `parser._check_depth` (GW021) cannot disagree.
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import accumulate, repeat
+
+from policy import ast
+from policy.diagnostics import Span
+
+__all__ = ["MAX_NESTING", "parse_items"]
+
+MAX_NESTING = 100  # parentheses or a chain of `not`; half of parser.MAX_DEPTH
+
+# Lark's terminals in Lark's order (QUANTITY, priority 2, before NUMBER), each with the
+# whitespace before it.  No catch-all: a character no terminal matches leaves a gap, and the
+# lengths of the tokens then do not add up to the length of the source (see _tokens).
+_TOKEN = re.compile(
+    r"[\t \f]*(?:"
+    r"(?:\r?\n[\t ]*|#[^\n]*)+"  # _NL: newlines, the next line's indentation, comments
+    r'|"(?:[^"\\\n]|\\[^\n])*"'  # STRING
+    r"|[0-9]+(?:\.[0-9]+)?[A-Za-z%]+"  # QUANTITY
+    r"|[0-9]+(?:\.[0-9]+)?"  # NUMBER
+    r"|[A-Za-z_][A-Za-z0-9_./-]*"  # IDENT, or a keyword where the parser state takes one
+    r"|==|!=|=~|!~|<=|[=,{}()\[\]]"  # CMP_OP and punctuation
+    r")"
+)
+_LONE_CR = re.compile(r"\r(?!\n)")
+_NL_START = frozenset("\n\r#")
+_WORD_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_DIGITS = frozenset("0123456789")
+_CMP_OPS = frozenset(("==", "!=", "=~", "!~"))
+_STATEMENT_KEYWORDS = frozenset(("match", "default", "cap", "deny", "allow"))
+_AFTER_FIELD = frozenset(("and", "or", "in", "not"))  # keywords where a field key could be
+_END = ""  # after the last token (no token is empty)
+
+
+class _Decline(Exception):
+    """Input this parser does not take: let Lark decide."""
+
+
+def _tokens(source: str) -> tuple[list[str], list[int]] | None:
+    """The tokens (whitespace stripped) and the offset where each ends; None when a character
+    is no part of any token."""
+    if "\r" in source and _LONE_CR.search(source):
+        return None
+    found = _TOKEN.findall(source)
+    ends = list(accumulate(map(len, found)))
+    if not ends or ends[-1] != len(source):
+        return None
+    toks = list(map(str.lstrip, found, repeat(" \t\f")))
+    toks.append(_END)
+    return toks, ends
+
+
+def parse_items(source: str, file: str) -> list[ast.Item] | None:
+    """The items of `source` (which ends with a newline), or None: then ask Lark."""
+    lexed = _tokens(source)
+    if lexed is None:
+        return None
+    try:
+        return _Parser(lexed[0], lexed[1], file).items()
+    except (_Decline, IndexError, RecursionError):
+        return None
+
+
+class _Parser:
+    """Recursive descent over the token list.  Positions: `line` and `line_start` (offset of
+    its first character) are those of the tokens since the last `_NL` consumed, so every span
+    is made before the parser moves past the next newline."""
+
+    def __init__(self, toks: list[str], ends: list[int], file: str) -> None:
+        self.toks = toks
+        self.ends = ends
+        self.i = 0
+        self.file = file
+        self.line = 1
+        self.line_start = 0
+        self.depth = 0
+
+    # ---- helpers
+
+    def span(self, i: int) -> Span:
+        """The span of token i, on the current line."""
+        end = self.ends[i] - self.line_start + 1
+        return Span(self.file, self.line, end - len(self.toks[i]), self.line, end)
+
+    def join(self, first: Span, last: Span) -> Span:
+        return Span(self.file, first.line, first.col, last.end_line, last.end_col)
+
+    def expect(self, text: str) -> None:
+        if self.toks[self.i] != text:
+            raise _Decline
+        self.i += 1
+
+    def newline(self) -> None:
+        """Consume the `_NL` token that must come next."""
+        i = self.i
+        tok = self.toks[i]
+        if tok[0] not in _NL_START:
+            raise _Decline
+        last = tok.rfind("\n")
+        if last >= 0:
+            self.line += tok.count("\n")
+            self.line_start = self.ends[i] - len(tok) + last + 1
+        self.i = i + 1
+
+    def skip_newline(self) -> None:
+        tok = self.toks[self.i]
+        if tok and tok[0] in _NL_START:
+            self.newline()
+
+    def string(self) -> ast.Value:
+        i = self.i
+        if self.toks[i][0] != '"':
+            raise _Decline
+        self.i = i + 1
+        return ast.Value("string", self.toks[i], self.span(i))
+
+    def value(self) -> ast.Value:
+        i = self.i
+        tok = self.toks[i]
+        c = tok[0]
+        if c in _WORD_START:
+            kind = "word"
+        elif c == '"':
+            kind = "string"
+        elif c in _DIGITS:
+            kind = "number" if tok[-1] in _DIGITS else "quantity"
+        else:
+            raise _Decline
+        self.i = i + 1
+        return ast.Value(kind, tok, self.span(i))
+
+    def word(self) -> int:
+        """Index of the word that must come next (any word: a name)."""
+        i = self.i
+        if self.toks[i][0] not in _WORD_START:
+            raise _Decline
+        self.i = i + 1
+        return i
+
+    # ---- top level
+
+    def items(self) -> list[ast.Item]:
+        toks = self.toks
+        self.skip_newline()
+        out: list[ast.Item] = []
+        while True:
+            i = self.i
+            text = toks[i]
+            if text == _END:
+                return out
+            keyword = self.span(i)
+            self.i = i + 1
+            if text == "rule":
+                name = self.string()
+                out.append(self.block("rule", keyword, name))
+            elif text == "defaults" or text == "unmanaged":
+                out.append(self.block(text, keyword, None))
+            elif text == "version":
+                n = self.i
+                if toks[n][0] not in _DIGITS or toks[n][-1] not in _DIGITS:
+                    raise _Decline
+                self.i = n + 1
+                number = ast.Value("number", toks[n], self.span(n))
+                self.newline()
+                out.append(ast.Version(number, self.join(keyword, number.span)))
+            elif text == "include":
+                path = self.string()
+                self.newline()
+                out.append(ast.Include(path, self.join(keyword, path.span)))
+            else:
+                raise _Decline
+
+    def block(self, kind: str, keyword: Span, name: ast.Value | None) -> ast.Block:
+        toks = self.toks
+        self.expect("{")
+        self.skip_newline()
+        stmts: list[ast.Stmt] = []
+        while True:
+            i = self.i
+            tok = toks[i]
+            if tok == "}":
+                end = self.span(i)
+                self.i = i + 1
+                self.newline()
+                return ast.Block(kind, name, tuple(stmts), self.join(keyword, end), keyword)
+            if tok[0] not in _WORD_START:
+                raise _Decline
+            self.i = i + 1
+            stmts.append(self.statement(tok, self.span(i)))
+
+    # ---- statements
+
+    def statement(self, word: str, head: Span) -> ast.Stmt:
+        if word not in _STATEMENT_KEYWORDS:
+            return self.setting(word, head)
+        if word == "match":
+            expr = self.expr()
+            self.newline()
+            return ast.Match(expr, self.join(head, expr.span))
+        if word == "default":
+            assigns = [self.assign(ast.Assign, "=")]
+            while self.toks[self.i] == ",":
+                self.i += 1
+                assigns.append(self.assign(ast.Assign, "="))
+            self.newline()
+            return ast.Default(tuple(assigns), self.join(head, assigns[-1].span))
+        if word == "cap":
+            items = [self.assign(ast.CapItem, "<=")]
+            while self.toks[self.i] == ",":
+                self.i += 1
+                items.append(self.assign(ast.CapItem, "<="))
+            behaviour = None
+            if self.toks[self.i][0] in _WORD_START:
+                i = self.word()
+                behaviour = ast.Value("word", self.toks[i], self.span(i))
+            self.newline()
+            last = behaviour.span if behaviour is not None else items[-1].span
+            return ast.Cap(tuple(items), behaviour, self.join(head, last))
+        if word == "deny":
+            reason = self.string() if self.toks[self.i][0] == '"' else None
+            self.newline()
+            return ast.Admission(False, reason, self.join(head, reason.span) if reason else head)
+        self.newline()  # allow
+        return ast.Admission(True, None, head)
+
+    def assign(self, cls: type[ast.Assign] | type[ast.CapItem],
+               op: str) -> ast.Assign | ast.CapItem:
+        key = self.word()
+        key_span = self.span(key)
+        self.expect(op)
+        value = self.value()
+        return cls(self.toks[key], key_span, value, self.join(key_span, value.span))
+
+    def setting(self, key: str, key_span: Span) -> ast.Setting:
+        toks = self.toks
+        if toks[self.i] == "=":
+            self.i += 1
+        values = [self.value()]
+        while toks[self.i][0] not in _NL_START:
+            values.append(self.value())
+        self.newline()
+        return ast.Setting(key, key_span, tuple(values), self.join(key_span, values[-1].span))
+
+    # ---- match expressions
+
+    def expr(self) -> ast.Expr:
+        first = self.and_expr()
+        if self.toks[self.i] != "or":
+            return first
+        items = list(first.items) if isinstance(first, ast.Or) else [first]
+        last = first
+        while self.toks[self.i] == "or":
+            self.i += 1
+            self.skip_newline()
+            last = self.and_expr()
+            if isinstance(last, ast.Or):
+                items.extend(last.items)
+            else:
+                items.append(last)
+        return ast.Or(tuple(items), self.join(first.span, last.span))
+
+    def and_expr(self) -> ast.Expr:
+        toks = self.toks
+        first = self.not_expr()
+        if toks[self.i] == "and":
+            items = list(first.items) if isinstance(first, ast.And) else [first]
+            last = first
+            while toks[self.i] == "and":
+                self.i += 1
+                self.skip_newline()
+                last = self.not_expr()
+                if isinstance(last, ast.And):
+                    items.extend(last.items)
+                else:
+                    items.append(last)
+            first = ast.And(tuple(items), self.join(first.span, last.span))
+        # Past an operand Lark's state takes `and`, `or`, `)` or `_NL` and no IDENT: another
+        # word would lex as a keyword prefix there.
+        tok = toks[self.i]
+        if tok[0] in _WORD_START and tok != "or":
+            raise _Decline
+        return first
+
+    def not_expr(self) -> ast.Expr:
+        i = self.i
+        if self.toks[i] != "not":
+            return self.atom()
+        head = self.span(i)
+        self.i = i + 1
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise _Decline
+        operand = self.not_expr()
+        self.depth -= 1
+        return ast.Not(operand, self.join(head, operand.span))
+
+    def atom(self) -> ast.Expr:
+        toks = self.toks
+        i = self.i
+        tok = toks[i]
+        if tok == "(":
+            self.i = i + 1
+            self.depth += 1
+            if self.depth > MAX_NESTING:
+                raise _Decline
+            self.skip_newline()
+            inner = self.expr()
+            self.skip_newline()
+            self.expect(")")
+            self.depth -= 1
+            return inner
+        if tok == "has":
+            head = self.span(i)
+            self.i = i + 1
+            field = self.field(self.word())
+            return ast.Has(field, self.join(head, field.span))
+        field = self.field(self.word())
+        op = toks[self.i]
+        self.i += 1
+        if op in _CMP_OPS:
+            value = self.string()
+            return ast.Compare(field, op, value, self.join(field.span, value.span))
+        if op == "in":
+            return self.in_list(field, False)
+        if op == "not" and toks[self.i] == "in":
+            self.i += 1
+            return self.in_list(field, True)
+        raise _Decline
+
+    def field(self, name: int) -> ast.Field:
+        name_span = self.span(name)
+        i = self.i
+        key = self.toks[i]
+        c = key[0]
+        if c == '"':
+            self.i = i + 1
+            return ast.Field(self.toks[name], ast.unquote(key), True,
+                             self.join(name_span, self.span(i)), name_span)
+        if c in _WORD_START and key not in _AFTER_FIELD:
+            self.i = i + 1
+            return ast.Field(self.toks[name], key, False, self.join(name_span, self.span(i)),
+                             name_span)
+        return ast.Field(self.toks[name], None, False, name_span, name_span)
+
+    def in_list(self, field: ast.Field, negated: bool) -> ast.In:
+        toks = self.toks
+        self.expect("[")
+        self.skip_newline()
+        values: list[ast.Value] = []
+        while toks[self.i][0] == '"':
+            values.append(self.string())
+            if toks[self.i] == ",":
+                self.i += 1
+                self.skip_newline()
+            else:
+                self.skip_newline()
+                break
+        i = self.i
+        if toks[i] != "]":
+            raise _Decline
+        end = self.span(i)
+        self.i = i + 1
+        return ast.In(field, tuple(values), negated, self.join(field.span, end))
