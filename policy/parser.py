@@ -21,7 +21,7 @@ from policy import ast
 from policy.diagnostics import Diagnostic, Severity, Span, closest, source_lines
 from policy.fastparse import parse_items
 
-__all__ = ["STATEMENT_KEYWORDS", "TOP_KEYWORDS", "parse", "parser"]
+__all__ = ["STATEMENT_KEYWORDS", "TOP_KEYWORDS", "parse", "parse_with_lark", "parser"]
 
 TOP_KEYWORDS = ("version", "include", "defaults", "unmanaged", "rule")
 STATEMENT_KEYWORDS = ("match", "default", "cap", "deny", "allow")
@@ -109,6 +109,17 @@ def parse_recovering(text: str, file: str) -> tuple[ast.Module | None, list[Diag
             return None, diags
         blanked.add(line)
         source = _blank_line(source, line)
+
+
+def parse_with_lark(text: str, file: str) -> tuple[list[ast.Item] | None, Diagnostic | None]:
+    """The items by Lark alone (no fast path, no recovery), or the first error: the reference
+    that tests hold `policy.fastparse` to."""
+    lines = source_lines(text)
+    source = text if text.endswith("\n") else text + "\n"
+    depth_error = _check_depth(source, file, lines)
+    if depth_error:
+        return None, depth_error
+    return _parse_once(source, file, lines)
 
 
 MAX_SYNTAX_ERRORS = 20
