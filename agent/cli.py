@@ -36,8 +36,8 @@ def register(sub: Any) -> None:
     a.add_argument("--no-ebpf", action="store_true", help="do not load the eBPF audit")
     a.add_argument("--libcuda", action="append", type=Path, default=None, metavar="PATH",
                    help="libcuda file(s) for the eBPF uprobes (default: discover)")
-    a.add_argument("--tick", type=float, default=0.5, metavar="SECONDS",
-                   help="loop period when no event arrives (default 0.5)")
+    a.add_argument("--tick", type=float, default=1.0, metavar="SECONDS",
+                   help="loop period when no event asks for a loop earlier (default 1)")
     a.add_argument("--quiet", action="store_true", help="audit events to the file only")
     a.set_defaults(handler=cmd_agent)
 

@@ -37,10 +37,13 @@ class ControlServer:
                 pid, _uid, _gid = struct.unpack("3i", creds)
                 line = self.rfile.readline(MAX_REQUEST)
                 answer = outer.dispatch(line, pid)
-                self.wfile.write(json.dumps(answer).encode() + b"\n")
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    # a client that gave up: its process exit ends what was admitted
+                    self.wfile.write(json.dumps(answer).encode() + b"\n")
 
         class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             daemon_threads = True
+            request_queue_size = 256  # many `gpuwarden run` at once must not be refused
 
         self.agent = agent
         self.server = Server(str(path), Handler)
@@ -73,7 +76,7 @@ class ControlServer:
             self.path.unlink()
 
 
-def request(sock_path: Path, req: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
+def request(sock_path: Path, req: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
     """Send one request; raises OSError (agent not running) with the socket's path in it."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -42,8 +42,9 @@ class AgentConfig:
     metrics_host: str = "127.0.0.1"
     dry_run: bool = False
     protect: list[str] = field(default_factory=list)  # PIDs or process names
-    tick_seconds: float = 0.5  # full loop when no event arrives earlier
-    nvml_seconds: float = 0.5
+    tick_seconds: float = 1.0  # full loop when no event asks for one earlier
+    nvml_seconds: float = 1.0
+    rescan_seconds: float = 60.0  # look for new libcuda files (also after each admission)
     ebpf: bool = True
     libcuda: list[Path] | None = None
     proc_root: str = "/proc"
@@ -63,6 +64,33 @@ class Tracked:
     limits: dict[str, int | None] = field(default_factory=dict)
     shim_pids: frozenset[Pid] = frozenset()
     plan_written: dict[str, tuple[int, str]] = field(default_factory=dict)
+    procs: dict[int, int] = field(default_factory=dict)  # the region's slots last read
+    procs_next: float = 0.0
+
+
+def ring_fd(probe: Any) -> int | None:
+    """A file descriptor that becomes readable when the probe's ring buffer has events.
+
+    bpf.audit.AuditProbe offers none yet (a `fileno()` is asked for); until then this reads
+    libbpf's epoll fd of BCC's ring buffer manager. None when neither works: the loop then
+    drains the ring buffer every EBPF_BATCH seconds instead."""
+    fileno = getattr(probe, "fileno", None)
+    if callable(fileno):
+        return int(fileno())
+    try:
+        import ctypes
+
+        from bcc.libbcc import lib
+
+        manager = probe._bpf._ringbuf_manager
+        if not manager:
+            return None
+        epoll_fd = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(
+            ("ring_buffer__epoll_fd", lib))
+        fd = int(epoll_fd(ctypes.c_void_p(manager)))
+        return fd if fd >= 0 else None
+    except Exception:
+        return None
 
 
 class Agent:
@@ -89,13 +117,17 @@ class Agent:
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._dirty = True
         self._ebpf_counters = (0, 0)
+        self._ring_fd: int | None = None
+        self._ring_quiet_until = 0.0
         self._alerted_bypass: set[str] = set()
         self._ebpf_counters_next = 0.0
         self._last_tick = 0.0
         self._next_tick = 0.0
         self._next_verify = 0.0
         self._next_rescan = 0.0
-        self.view = View()
+        self._last_rescan_req = -1e9
+        self._published: tuple[Snapshot | None, list[Any] | None, float] = (None, None, 0.0)
+        self._view_cache: View | None = None
         self.audit: AuditLog | None = None
         self.enforcer: Enforcer | None = None
         self.stopping = threading.Event()
@@ -151,6 +183,7 @@ class Agent:
 
             self.ebpf = AuditProbe(libs=self._ebpf_libs(), launch_counters=False).start()
             self.ebpf_reason = ""
+            self._ring_fd = ring_fd(self.ebpf)
             from agent.memtrim import trim_after_compile
 
             trim_after_compile()  # the compiler's memory is not needed any more
@@ -290,6 +323,10 @@ class Agent:
                         "mode": rule.mode, "on_violation": eff.on_violation.describe(),
                         "pid": peer_pid})
             self._dirty = True
+            # its libcuda may be a new file: look soon, but not more than every 5 s
+            self._next_rescan = min(self._next_rescan, max(self._last_rescan_req + 5.0,
+                                                           self.clock() + 1.0))
+            self._last_rescan_req = self.clock()
         self.wake()
         return {"ok": True, "wid": rec.wid, "env": env, "rule": rule.name,
                 "limits_bytes": limits, "devices": rec.devices,
@@ -343,12 +380,21 @@ class Agent:
         if self.procevents is not None:
             fds.append(self.procevents)
         if self.ebpf is not None:
-            # the ring buffer is drained every EBPF_BATCH seconds at most: at thousands of
-            # driver calls a second, waking for each would cost more than judging them
-            if callable(getattr(self.ebpf, "fileno", None)):
-                fds.append(self.ebpf)  # a probe that offers its ring buffer's epoll fd
-            select.select(fds, [], [], min(wait, self.EBPF_BATCH))
-            for e in self.ebpf.poll_events(0):
+            # Wake on the ring buffer's fd when there is one, but after a drain that found
+            # events, wait EBPF_BATCH before listening to it again: at thousands of driver
+            # calls a second, waking for each would cost more than judging them.
+            ring = self._ring_fd
+            if ring is None:
+                wait = min(wait, self.EBPF_BATCH)
+            elif now >= self._ring_quiet_until:
+                fds.append(ring)
+            else:
+                wait = min(wait, self._ring_quiet_until - now)
+            select.select(fds, [], [], wait)
+            events = self.ebpf.poll_events(0)
+            if events:
+                self._ring_quiet_until = self.clock() + self.EBPF_BATCH
+            for e in events:
                 if e.killed:
                     self._kernel_killed(e)
                 elif not self._dirty and e.kind != "proc_clear" and self._suspect(e.pid):
@@ -427,7 +473,7 @@ class Agent:
 
     def _verify_pids(self) -> None:
         """Safety net for lost exit events: every owned PID must still be the same process."""
-        self._next_verify = self.clock() + 2.0
+        self._next_verify = self.clock() + 10.0
         with self.lock:
             for pid, st in list(self.table.start.items()):
                 if start_time(pid, self.cfg.proc_root) != st:
@@ -511,11 +557,12 @@ class Agent:
         self._next_tick = now + self.cfg.tick_seconds
         with self.lock:
             if self.ebpf is not None and now >= self._next_rescan:
-                self._next_rescan = now + 5.0
+                self._next_rescan = now + self.cfg.rescan_seconds
                 with contextlib.suppress(Exception):
                     self.ebpf.rescan()
             if self.nvml is not None and now >= self._nvml_next:
-                self._nvml_next = now + self.cfg.nvml_seconds
+                # with eBPF on, NVML is the second opinion: sampled half as often
+                self._nvml_next = now + self.cfg.nvml_seconds * (2 if self.ebpf else 1)
                 try:
                     self.nvml_sample = self.nvml.sample()
                     self.nvml_reason = ""
@@ -543,6 +590,14 @@ class Agent:
                                     if k[1] == VerdictKind.BYPASS and o.alerted}
             self._write_core_plan(snap)
             self.loop_seconds = time.perf_counter() - t0
+            if self.ebpf is not None and now >= self._ebpf_counters_next:
+                self._ebpf_counters_next = now + 1.0  # kernel map reads: once a second
+                with contextlib.suppress(Exception):
+                    errs = self.ebpf.errors()
+                    self._ebpf_counters = (
+                        errs["lost_event"] + errs["queue_overflow"],
+                        sum(v for k, v in errs.items()
+                            if k not in ("lost_event", "queue_overflow")))
             self._publish(snap, verdicts)
 
     def _workload(self, t: Tracked, now: float) -> Workload:
@@ -550,7 +605,18 @@ class Agent:
             self._open_region(t)
         if t.reader is not None:
             try:
-                r = t.reader.read()
+                # the slot list costs more than the totals: read it every 2 s, and at once when
+                # a process of the workload that the shim does not list is seen on the GPU
+                pids = self.table.pids_of(t.rec.wid)
+                unknown = pids - t.shim_pids
+                seen = (self._ebpf_view or {}, self.nvml_sample.memory
+                        if self.nvml_sample else {})
+                with_procs = now >= t.procs_next or any(p in v for v in seen for p in unknown)
+                r = t.reader.read(with_procs=with_procs)
+                if not with_procs:
+                    r = replace(r, procs=t.procs)
+                else:
+                    t.procs, t.procs_next = r.procs, now + 2.0
                 t.used, t.limits = r.used, r.limits
                 alive = {Pid(p) for p, st in r.procs.items()
                          if self.table.start.get(Pid(p)) == st
@@ -628,6 +694,19 @@ class Agent:
             self.audit.emit(ev)
 
     def _publish(self, snap: Snapshot | None = None, verdicts: list[Any] | None = None) -> None:
+        """Keep what the exporter and `top` need; the View itself is built when asked for."""
+        self._published = (snap, verdicts, time.time())
+        self._view_cache = None
+
+    @property
+    def view(self) -> View:
+        with self.lock:
+            if self._view_cache is None:
+                self._view_cache = self._build_view(*self._published)
+            return self._view_cache
+
+    def _build_view(self, snap: Snapshot | None, verdicts: list[Any] | None,
+                    ts: float) -> View:
         from gpuwarden import __version__
 
         rows: list[Row] = []
@@ -657,15 +736,7 @@ class Agent:
                         last_action=enf.last_action.get(w.wid, "") if enf else "",
                         rule=w.rule.name))
         ebpf_lost, ebpf_err = self._ebpf_counters
-        if self.ebpf is not None and time.monotonic() >= self._ebpf_counters_next:
-            self._ebpf_counters_next = time.monotonic() + 1.0  # kernel map reads: once a second
-            with contextlib.suppress(Exception):
-                errs = self.ebpf.errors()
-                ebpf_lost = errs["lost_event"] + errs["queue_overflow"]
-                ebpf_err = sum(v for k, v in errs.items()
-                               if k not in ("lost_event", "queue_overflow"))
-                self._ebpf_counters = (ebpf_lost, ebpf_err)
-        self.view = View(
+        return View(
             version=__version__, policy_digest=self.watcher.digest,
             policy_reloads_total=self.watcher.reloads_total,
             policy_reload_errors_total=self.watcher.reload_errors_total,
@@ -678,7 +749,7 @@ class Agent:
             nvml_up=self.nvml is not None and not self.nvml_reason,
             nvml_reason=self.nvml_reason, procevents_up=self.procevents is not None,
             region_errors_total=self.region_errors_total, loop_seconds=self.loop_seconds,
-            last_loop_ts=time.time())
+            last_loop_ts=ts)
 
     def status(self) -> dict[str, Any]:
         """What `gpuwarden top` shows."""
