@@ -95,22 +95,38 @@ class Decision:
     behaviour: str = ""
 
 
+_UNCOMPILED: Predicate = lambda w: False  # noqa: E731 - a marker, never called
+
+
 @dataclass(frozen=True, eq=False, slots=True)
 class CompiledRule:
     name: str
     order: int
     weight: int
     match_text: str | None
-    predicate: Predicate | None  # None = matches every workload
+    expr: ast.Expr | None  # the match expression (validated); None = matches every workload
     sets: Mapping[str, Decision]
     span: Span
     conjuncts: list[Conjunct] | None = field(default=None, repr=False)
     # How the evaluation index files the rule (see matching.index_keys); None = scanned.
     index: tuple[str, list[tuple[str | None, str]]] | None = field(default=None, repr=False)
     precedence: tuple[int, int] = (0, 0)  # (weight, order): higher wins
+    # The expression as a closure, compiled at the first evaluation that needs it: the index
+    # leaves a few dozen candidates of thousands of rules, so most are never compiled.
+    _predicate: Predicate | None = field(default=_UNCOMPILED, init=False, repr=False)
+
+    @property
+    def predicate(self) -> Predicate | None:
+        """The match as a function of a workload; None = matches every workload."""
+        pred = self._predicate
+        if pred is _UNCOMPILED:
+            pred = compile_expr(self.expr) if self.expr is not None else None
+            object.__setattr__(self, "_predicate", pred)  # idempotent: a race compiles twice
+        return pred
 
     def matches(self, workload: Workload) -> bool:
-        return self.predicate is None or self.predicate(workload)
+        pred = self.predicate
+        return pred is None or pred(workload)
 
     def canonical(self) -> dict[str, object]:
         return {
@@ -192,7 +208,9 @@ class CompiledPolicy:
         """Matching rules, highest precedence first."""
         out = {}
         for rule in self.candidates(workload):
-            pred = rule.predicate
+            pred = rule._predicate
+            if pred is _UNCOMPILED:
+                pred = rule.predicate
             if pred is None or pred(workload):
                 out[rule.order] = rule
         return sorted(out.values(), key=_by_precedence, reverse=True)
@@ -652,12 +670,11 @@ def _rule(ctx: _Ctx, block: ast.Block, order: int) -> CompiledRule | None:
                 put(stmt.key, d, stmt.key_span, f"`{stmt.key}`")
     if not ok:
         return None
-    predicate = compile_expr(match.expr) if match else None
     conjuncts = dnf(match.expr) if match else [frozenset()]
     index = index_keys(conjuncts) if conjuncts is not None else None
-    return CompiledRule(name, order, weight, format_expr(match.expr) if match else None,
-                        predicate, MappingProxyType(sets), block.span, conjuncts, index,
-                        (weight, order))
+    expr = match.expr if match else None
+    return CompiledRule(name, order, weight, format_expr(expr) if expr else None, expr,
+                        MappingProxyType(sets), block.span, conjuncts, index, (weight, order))
 
 
 def _unknown_key(ctx: _Ctx, key: str, span: Span, stmt: str, valid: Sequence[str]) -> None:

@@ -13,6 +13,7 @@ import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from policy import ast
 from policy.diagnostics import Diagnostic, Severity, Span, closest
@@ -186,9 +187,9 @@ def compile_expr(expr: ast.Expr) -> Predicate:
 FieldId = tuple[str, str | None]
 
 
-@dataclass(frozen=True, slots=True)
-class Literal:
-    """One atom in negation normal form.  op: eq ne re nre in notin has nothas."""
+class Literal(NamedTuple):
+    """One atom in negation normal form.  op: eq ne re nre in notin has nothas.  A named tuple:
+    conjuncts are sets of literals, hashed and compared thousands of times per policy."""
 
     field: FieldId
     op: str
