@@ -119,6 +119,7 @@ class Agent:
         self._ebpf_counters = (0, 0)
         self._ring_fd: int | None = None
         self._ring_quiet_until = 0.0
+        self._next_occupancy = 0.0
         self._alerted_bypass: set[str] = set()
         self._ebpf_counters_next = 0.0
         self._last_tick = 0.0
@@ -400,7 +401,12 @@ class Agent:
                 elif not self._dirty and e.kind != "proc_clear" and self._suspect(e.pid):
                     self._dirty = True
         else:
+            # without eBPF nothing announces that a process started using a GPU: watch the
+            # regions' totals (about 20 us each) so priority follows within 100 ms
+            wait = min(wait, max(0.0, self._next_occupancy - now))
             select.select(fds, [], [], wait)
+            if self.clock() >= self._next_occupancy:
+                self._watch_occupancy()
         with contextlib.suppress(BlockingIOError):
             if os.read(self._wake_r, 4096):
                 self._dirty = True
@@ -411,6 +417,22 @@ class Agent:
         outcome = self.watcher.poll()
         if outcome is not None:
             self._on_reload(outcome)
+
+    OCCUPANCY_PERIOD = 0.05
+
+    def _watch_occupancy(self) -> None:
+        self._next_occupancy = self.clock() + self.OCCUPANCY_PERIOD
+        with self.lock:
+            for t in self.tracked.values():
+                if t.reader is None:
+                    continue
+                try:
+                    used = t.reader.read(with_procs=False).used
+                except Exception:
+                    self._dirty = True  # let the tick report it
+                    continue
+                if {u for u, b in used.items() if b} != {u for u, b in t.used.items() if b}:
+                    self._dirty = True
 
     def _suspect(self, pid: int) -> bool:
         """Does a driver call by `pid` need a verdict now (rather than at the next tick)? Yes

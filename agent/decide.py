@@ -183,7 +183,8 @@ def core_plan(occupancy: Mapping[GpuUuid, Iterable[Workload]]) -> dict[tuple[str
                                                                         CorePlan]:
     """Priority coordination. A workload alone on a GPU, or a high-priority one sharing only with
     high-priority ones, is not core-limited; otherwise its gpucores apply, and a low-priority
-    workload yields while a high-priority one shares its GPU."""
+    workload yields while a high-priority one shares its GPU. Core policy `force` applies the
+    gpucores always, `disable` never (GPU_CORE_UTILIZATION_POLICY's meaning)."""
     plan: dict[tuple[str, GpuUuid], CorePlan] = {}
     for gpu, ws in occupancy.items():
         tenants = [w for w in ws if w.managed]
@@ -192,6 +193,10 @@ def core_plan(occupancy: Mapping[GpuUuid, Iterable[Workload]]) -> dict[tuple[str
         for w in tenants:
             alone = len(tenants) == 1
             free = alone or all_high
+            if w.rule.core_policy == "force":
+                free = False
+            elif w.rule.core_policy == "disable":
+                free = True
             plan[(w.wid, gpu)] = CorePlan(
                 effective_cores_percent=0 if free else w.rule.cores_percent,
                 yield_to_high=not alone and w.rule.priority != "high" and any_high,

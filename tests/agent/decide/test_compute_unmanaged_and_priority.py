@@ -68,3 +68,14 @@ def test_unmanaged_is_judged_by_nvml_when_nvml_is_on() -> None:
     no_nvml = snap(ebpf={777: {GPU: 5 * MiB}})
     (v,) = judge(no_nvml, policy(unmanaged=unmanaged))
     assert v.kind == VerdictKind.MEMORY and v.wid == "unmanaged:777"
+
+
+def test_core_policy_force_and_disable() -> None:
+    forced = workload("f", (1,), rule(cores_percent=30, core_policy="force"),
+                      shim={1: {GPU: MiB}})
+    assert core_plan({GPU: [forced]})[("f", GPU)].effective_cores_percent == 30  # even alone
+    off = workload("d", (2,), rule(cores_percent=30, core_policy="disable"),
+                   shim={2: {GPU: MiB}})
+    a, _ = sharing("low", "low")
+    assert core_plan({GPU: [off, a]})[("d", GPU)].effective_cores_percent == 0
+    assert judge(snap(forced, sm={1: {GPU: 0.9}}), policy())[0].kind == VerdictKind.COMPUTE
