@@ -86,10 +86,17 @@ def parse_items(source: str, file: str) -> list[ast.Item] | None:
         return None
 
 
+# Spans are made with tuple.__new__ directly (what the named tuple's own __new__ does, minus a
+# Python call): a large policy has hundreds of thousands of them.
+_new_tuple = tuple.__new__
+_VALUE_KINDS = {**dict.fromkeys(_WORD_START, "word"), '"': "string",
+                **dict.fromkeys(_DIGITS, "number")}
+
+
 class _Parser:
-    """Recursive descent over the token list.  Positions: `line` and `line_start` (offset of
-    its first character) are those of the tokens since the last `_NL` consumed, so every span
-    is made before the parser moves past the next newline."""
+    """Recursive descent over the token list.  `line`, and `ls` the offset where it starts, are
+    those of the tokens after the last `_NL` consumed: every span is made before the parser
+    moves past the next newline."""
 
     def __init__(self, toks: list[str], ends: list[int], file: str) -> None:
         self.toks = toks
@@ -97,18 +104,19 @@ class _Parser:
         self.i = 0
         self.file = file
         self.line = 1
-        self.line_start = 0
+        self.ls = 0
         self.depth = 0
 
     # ---- helpers
 
     def span(self, i: int) -> Span:
         """The span of token i, on the current line."""
-        end = self.ends[i] - self.line_start + 1
-        return Span(self.file, self.line, end - len(self.toks[i]), self.line, end)
+        line = self.line
+        end = self.ends[i] - self.ls + 1
+        return _new_tuple(Span, (self.file, line, end - len(self.toks[i]), line, end))
 
     def join(self, first: Span, last: Span) -> Span:
-        return Span(self.file, first.line, first.col, last.end_line, last.end_col)
+        return _new_tuple(Span, (self.file, first[1], first[2], last[3], last[4]))
 
     def expect(self, text: str) -> None:
         if self.toks[self.i] != text:
@@ -124,7 +132,7 @@ class _Parser:
         last = tok.rfind("\n")
         if last >= 0:
             self.line += tok.count("\n")
-            self.line_start = self.ends[i] - len(tok) + last + 1
+            self.ls = self.ends[i] - len(tok) + last + 1
         self.i = i + 1
 
     def skip_newline(self) -> None:
@@ -134,25 +142,27 @@ class _Parser:
 
     def string(self) -> ast.Value:
         i = self.i
-        if self.toks[i][0] != '"':
+        tok = self.toks[i]
+        if tok[0] != '"':
             raise _Decline
         self.i = i + 1
-        return ast.Value("string", self.toks[i], self.span(i))
+        line = self.line
+        end = self.ends[i] - self.ls + 1
+        return ast.Value("string", tok,
+                         _new_tuple(Span, (self.file, line, end - len(tok), line, end)))
 
     def value(self) -> ast.Value:
         i = self.i
         tok = self.toks[i]
-        c = tok[0]
-        if c in _WORD_START:
-            kind = "word"
-        elif c == '"':
-            kind = "string"
-        elif c in _DIGITS:
-            kind = "number" if tok[-1] in _DIGITS else "quantity"
-        else:
+        kind = _VALUE_KINDS.get(tok[0])
+        if kind is None:
             raise _Decline
+        if kind == "number" and tok[-1] not in _DIGITS:
+            kind = "quantity"
         self.i = i + 1
-        return ast.Value(kind, tok, self.span(i))
+        line = self.line
+        end = self.ends[i] - self.ls + 1
+        return ast.Value(kind, tok, _new_tuple(Span, (self.file, line, end - len(tok), line, end)))
 
     def word(self) -> int:
         """Index of the word that must come next (any word: a name)."""
@@ -200,49 +210,54 @@ class _Parser:
         self.expect("{")
         self.skip_newline()
         stmts: list[ast.Stmt] = []
+        append = stmts.append
         while True:
             i = self.i
             tok = toks[i]
             if tok == "}":
-                end = self.span(i)
+                span = _new_tuple(Span, (self.file, keyword[1], keyword[2], self.line,
+                                         self.ends[i] - self.ls + 1))
                 self.i = i + 1
                 self.newline()
-                return ast.Block(kind, name, tuple(stmts), self.join(keyword, end), keyword)
+                return ast.Block(kind, name, tuple(stmts), span, keyword)
             if tok[0] not in _WORD_START:
                 raise _Decline
             self.i = i + 1
-            stmts.append(self.statement(tok, self.span(i)))
+            if tok in _STATEMENT_KEYWORDS:
+                append(self.statement(tok, self.span(i)))
+            else:
+                append(self.setting(tok, self.span(i)))
 
     # ---- statements
 
     def statement(self, word: str, head: Span) -> ast.Stmt:
-        if word not in _STATEMENT_KEYWORDS:
-            return self.setting(word, head)
+        toks = self.toks
         if word == "match":
             expr = self.expr()
             self.newline()
             return ast.Match(expr, self.join(head, expr.span))
         if word == "default":
             assigns = [self.assign(ast.Assign, "=")]
-            while self.toks[self.i] == ",":
+            while toks[self.i] == ",":
                 self.i += 1
                 assigns.append(self.assign(ast.Assign, "="))
             self.newline()
             return ast.Default(tuple(assigns), self.join(head, assigns[-1].span))
         if word == "cap":
             items = [self.assign(ast.CapItem, "<=")]
-            while self.toks[self.i] == ",":
+            while toks[self.i] == ",":
                 self.i += 1
                 items.append(self.assign(ast.CapItem, "<="))
             behaviour = None
-            if self.toks[self.i][0] in _WORD_START:
-                i = self.word()
-                behaviour = ast.Value("word", self.toks[i], self.span(i))
+            if toks[self.i][0] in _WORD_START:
+                i = self.i
+                self.i = i + 1
+                behaviour = ast.Value("word", toks[i], self.span(i))
             self.newline()
             last = behaviour.span if behaviour is not None else items[-1].span
             return ast.Cap(tuple(items), behaviour, self.join(head, last))
         if word == "deny":
-            reason = self.string() if self.toks[self.i][0] == '"' else None
+            reason = self.string() if toks[self.i][0] == '"' else None
             self.newline()
             return ast.Admission(False, reason, self.join(head, reason.span) if reason else head)
         self.newline()  # allow
@@ -250,11 +265,15 @@ class _Parser:
 
     def assign(self, cls: type[ast.Assign] | type[ast.CapItem],
                op: str) -> ast.Assign | ast.CapItem:
-        key = self.word()
-        key_span = self.span(key)
-        self.expect(op)
+        toks = self.toks
+        i = self.i
+        key = toks[i]
+        if key[0] not in _WORD_START or toks[i + 1] != op:
+            raise _Decline
+        key_span = self.span(i)
+        self.i = i + 2
         value = self.value()
-        return cls(self.toks[key], key_span, value, self.join(key_span, value.span))
+        return cls(key, key_span, value, self.join(key_span, value.span))
 
     def setting(self, key: str, key_span: Span) -> ast.Setting:
         toks = self.toks
@@ -269,12 +288,13 @@ class _Parser:
     # ---- match expressions
 
     def expr(self) -> ast.Expr:
+        toks = self.toks
         first = self.and_expr()
-        if self.toks[self.i] != "or":
+        if toks[self.i] != "or":
             return first
         items = list(first.items) if isinstance(first, ast.Or) else [first]
         last = first
-        while self.toks[self.i] == "or":
+        while toks[self.i] == "or":
             self.i += 1
             self.skip_newline()
             last = self.and_expr()
@@ -340,32 +360,33 @@ class _Parser:
             field = self.field(self.word())
             return ast.Has(field, self.join(head, field.span))
         field = self.field(self.word())
-        op = toks[self.i]
-        self.i += 1
+        i = self.i
+        op = toks[i]
+        self.i = i + 1
         if op in _CMP_OPS:
             value = self.string()
             return ast.Compare(field, op, value, self.join(field.span, value.span))
         if op == "in":
             return self.in_list(field, False)
-        if op == "not" and toks[self.i] == "in":
-            self.i += 1
+        if op == "not" and toks[i + 1] == "in":
+            self.i = i + 2
             return self.in_list(field, True)
         raise _Decline
 
     def field(self, name: int) -> ast.Field:
+        toks = self.toks
         name_span = self.span(name)
         i = self.i
-        key = self.toks[i]
+        key = toks[i]
         c = key[0]
-        if c == '"':
+        if c == '"' or (c in _WORD_START and key not in _AFTER_FIELD):
             self.i = i + 1
-            return ast.Field(self.toks[name], ast.unquote(key), True,
-                             self.join(name_span, self.span(i)), name_span)
-        if c in _WORD_START and key not in _AFTER_FIELD:
-            self.i = i + 1
-            return ast.Field(self.toks[name], key, False, self.join(name_span, self.span(i)),
-                             name_span)
-        return ast.Field(self.toks[name], None, False, name_span, name_span)
+            span = _new_tuple(Span, (self.file, name_span[1], name_span[2], self.line,
+                                     self.ends[i] - self.ls + 1))
+            if c == '"':
+                return ast.Field(toks[name], ast.unquote(key), True, span, name_span)
+            return ast.Field(toks[name], key, False, span, name_span)
+        return ast.Field(toks[name], None, False, name_span, name_span)
 
     def in_list(self, field: ast.Field, negated: bool) -> ast.In:
         toks = self.toks
@@ -383,6 +404,7 @@ class _Parser:
         i = self.i
         if toks[i] != "]":
             raise _Decline
-        end = self.span(i)
+        fs = field.span
+        span = _new_tuple(Span, (self.file, fs[1], fs[2], self.line, self.ends[i] - self.ls + 1))
         self.i = i + 1
-        return ast.In(field, tuple(values), negated, self.join(field.span, end))
+        return ast.In(field, tuple(values), negated, span)
