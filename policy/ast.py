@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from policy.diagnostics import Span
+from policy.fastinit import fast_init
 
 __all__ = [
     "BOOLEAN_OPS",
@@ -38,6 +39,7 @@ __all__ = [
 ]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Value:
     """One value word.  kind: quantity (`40GiB`, `10s`, `50%`), number, string, word."""
@@ -79,6 +81,7 @@ def quote(value: str) -> str:
 # ---- match expressions
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Field:
     name: str  # namespace | name | container | node | label | annotation | node_label
@@ -88,6 +91,7 @@ class Field:
     name_span: Span
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Compare:
     field: Field
@@ -96,6 +100,7 @@ class Compare:
     span: Span
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class In:
     field: Field
@@ -104,24 +109,28 @@ class In:
     span: Span
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Has:
     field: Field
     span: Span
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Not:
     operand: Expr
     span: Span
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class And:
     items: tuple[Expr, ...]  # two or more, flattened
     span: Span
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Or:
     items: tuple[Expr, ...]  # two or more, flattened
@@ -137,12 +146,14 @@ LEAVES = (Compare, In, Has)
 # ---- statements inside a block
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Match:
     expr: Expr
     span: Span
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Assign:
     key: str
@@ -151,12 +162,14 @@ class Assign:
     span: Span
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Default:
     assigns: tuple[Assign, ...]
     span: Span
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class CapItem:
     key: str
@@ -165,6 +178,7 @@ class CapItem:
     span: Span
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Cap:
     items: tuple[CapItem, ...]
@@ -172,6 +186,7 @@ class Cap:
     span: Span
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Admission:
     """`deny ["reason"]` (allow=False) or `allow` (allow=True)."""
@@ -181,6 +196,7 @@ class Admission:
     span: Span
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Setting:
     key: str
@@ -195,18 +211,21 @@ Stmt = Match | Default | Cap | Admission | Setting
 # ---- top-level items
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Version:
     number: Value
     span: Span
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Include:
     path: Value
     span: Span
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Block:
     kind: str  # defaults | unmanaged | rule
@@ -223,6 +242,7 @@ class Block:
 Item = Version | Include | Block
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Module:
     file: str

@@ -16,6 +16,7 @@ from types import MappingProxyType
 
 from policy import ast
 from policy.diagnostics import Diagnostic, Severity, Span, closest, source_lines
+from policy.fastinit import fast_init
 from policy.matching import (
     Conjunct,
     Predicate,
@@ -84,6 +85,7 @@ SLOTS = ("admission", *(f"default.{k}" for k in DEFAULT_KEYS), *(f"cap.{k}" for 
          "priority", "core_policy", "mode", "on_violation", "compute_grace", "bypass_tolerance")
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Decision:
     """One value a block sets.  For caps `behaviour` is clamp|deny; for admission value is the
@@ -98,6 +100,7 @@ class Decision:
 _UNCOMPILED: Predicate = lambda w: False  # noqa: E731 - a marker, never called
 
 
+@fast_init
 @dataclass(frozen=True, eq=False, slots=True)
 class CompiledRule:
     name: str
