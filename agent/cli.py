@@ -31,6 +31,9 @@ def register(sub: Any) -> None:
                    "(default: $GPUWARDEN_STATE_DIR or /run/gpuwarden)")
     a.add_argument("--dry-run", action="store_true",
                    help="record what would be done (would_kill) instead of signalling")
+    a.add_argument("--audit-unmanaged", action="store_true",
+                   help="GPU processes that no workload owns: record would_* only, never "
+                   "signal them (whatever the policy's unmanaged block says)")
     a.add_argument("--protect", action="append", default=[], metavar="PID|NAME",
                    help="never signal this PID or process name (repeatable)")
     a.add_argument("--no-ebpf", action="store_true", help="do not load the eBPF audit")
@@ -76,6 +79,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
     state = args.state_dir or default_state_dir()
     return serve(policy=args.policy, state_dir=state, metrics_port=args.metrics_port,
                  metrics_host=args.metrics_host, dry_run=args.dry_run, protect=args.protect,
+                 audit_unmanaged=args.audit_unmanaged,
                  ebpf=not args.no_ebpf, libcuda=args.libcuda, tick=args.tick,
                  quiet=args.quiet)
 

@@ -25,7 +25,16 @@ from agent.decide import AgentPolicy, core_plan, decide, judge, remember
 from agent.enforce import Enforcer
 from agent.exporter import Row, View
 from agent.ledger import Ledger, WorkloadRecord, safe_id
-from agent.model import GpuUuid, Pid, Rule, Snapshot, VerdictKind, Workload, WorkloadKey
+from agent.model import (
+    GpuUuid,
+    Mode,
+    Pid,
+    Rule,
+    Snapshot,
+    VerdictKind,
+    Workload,
+    WorkloadKey,
+)
 from agent.procfs import MARKER_ENV, read_proc, scan, start_time
 from agent.proctree import ProcessTable
 from agent.reload import PolicyWatcher
@@ -41,6 +50,7 @@ class AgentConfig:
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     dry_run: bool = False
+    audit_unmanaged: bool = False  # processes no workload owns: record would_*, never signal
     protect: list[str] = field(default_factory=list)  # PIDs or process names
     tick_seconds: float = 1.0  # full loop when no event asks for one earlier
     nvml_seconds: float = 1.0
@@ -593,8 +603,11 @@ class Agent:
                     self.nvml_sample = None
             self._ebpf_view = self._read_ebpf()
             workloads = tuple(self._workload(t, now) for t in list(self.tracked.values()))
-            pol = AgentPolicy(unmanaged=to_rule(self.watcher.policy.unmanaged,
-                                                self._total_bytes([]), name="unmanaged"),
+            unmanaged = to_rule(self.watcher.policy.unmanaged, self._total_bytes([]),
+                                name="unmanaged")
+            if self.cfg.audit_unmanaged:
+                unmanaged = replace(unmanaged, mode=Mode.AUDIT)
+            pol = AgentPolicy(unmanaged=unmanaged,
                               dry_run=self.cfg.dry_run, protected=self._protected())
             assert self.enforcer is not None
             snap = Snapshot(

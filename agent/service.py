@@ -16,7 +16,7 @@ __all__ = ["serve"]
 
 def serve(policy: list[str], state_dir: Path, metrics_port: int | None = None,
           metrics_host: str = "127.0.0.1", dry_run: bool = False,
-          protect: list[str] | None = None, ebpf: bool = True,
+          protect: list[str] | None = None, ebpf: bool = True, audit_unmanaged: bool = False,
           libcuda: list[Path] | None = None, tick: float = 1.0, quiet: bool = False) -> int:
     from prometheus_client import CollectorRegistry
 
@@ -29,6 +29,7 @@ def serve(policy: list[str], state_dir: Path, metrics_port: int | None = None,
         return 2
     cfg = AgentConfig(policy_paths=policy, state_dir=state_dir, metrics_port=metrics_port,
                       metrics_host=metrics_host, dry_run=dry_run, protect=protect or [],
+                      audit_unmanaged=audit_unmanaged,
                       ebpf=ebpf, libcuda=libcuda, tick_seconds=tick, nvml_seconds=tick,
                       audit_stream=None if quiet else sys.stdout)
     try:

@@ -44,7 +44,9 @@ else
 fi
 echo "== gpuwarden demo on $where; work dir $work"
 
+# --audit-unmanaged: the demo never signals GPU processes it did not start
 "$py" -m gpuwarden agent --policy "$policy" --state-dir "$state" --metrics-port 0 --quiet \
+  --audit-unmanaged \
   > /dev/null 2> "$work/agent.err" &
 agent=$!
 cleanup() {

@@ -41,3 +41,22 @@ def test_unmanaged_gpu_process_is_reported_not_owned(start_agent, gpu_job: Path)
     assert ev["rule"] == "unmanaged" and ev["verdict"] == "memory"
     stranger.wait(30)
     assert stranger.returncode == 0  # the test policy's unmanaged block only alerts
+
+
+def test_audit_unmanaged_never_signals_strangers(start_agent, gpu_job: Path,  # type: ignore[no-untyped-def]
+                                                 tmp_path: Path) -> None:
+    import subprocess
+
+    from agent_harness import TEST_POLICY, write_policy
+
+    harsh = TEST_POLICY.replace(
+        'on_violation = alert "UnmanagedGpuProcess" severity warning',
+        'on_violation = kill after 0s alert "UnmanagedGpuProcess" severity critical')
+    agent: AgentProc = start_agent("--no-ebpf", "--audit-unmanaged",
+                                   policy=[write_policy(tmp_path / "harsh", harsh)])
+    stranger = subprocess.Popen([str(gpu_job), "64", "3000"], env=agent.env,
+                                stdout=subprocess.DEVNULL)
+    ev = agent.wait_event(lambda e: e.get("action") == "would_kill", timeout=20)
+    assert ev["pids"] == [stranger.pid] and ev["workload"]["pod"] == "unmanaged"
+    stranger.wait(30)
+    assert stranger.returncode == 0
