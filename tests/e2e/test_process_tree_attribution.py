@@ -60,3 +60,24 @@ def test_audit_unmanaged_never_signals_strangers(start_agent, gpu_job: Path,  # 
     assert ev["pids"] == [stranger.pid] and ev["workload"]["pod"] == "unmanaged"
     stranger.wait(30)
     assert stranger.returncode == 0
+
+
+def test_protected_process_name_is_never_touched(start_agent, gpu_job: Path,  # type: ignore[no-untyped-def]
+                                                 tmp_path: Path) -> None:
+    import subprocess
+    import time
+
+    from agent_harness import TEST_POLICY, write_policy
+
+    harsh = TEST_POLICY.replace(
+        'on_violation = alert "UnmanagedGpuProcess" severity warning',
+        'on_violation = kill after 0s alert "UnmanagedGpuProcess" severity critical')
+    agent: AgentProc = start_agent("--no-ebpf", "--protect", "gpu_job",
+                                   policy=[write_policy(tmp_path / "harsh", harsh)])
+    stranger = subprocess.Popen([str(gpu_job), "64", "3500"], env=agent.env,
+                                stdout=subprocess.DEVNULL)
+    time.sleep(3)
+    assert stranger.poll() is None
+    stranger.wait(30)
+    assert stranger.returncode == 0
+    assert not [e for e in agent.events() if e.get("event") in ("violation", "action")]
