@@ -250,7 +250,7 @@ void vgpu_release(int entry, uint64_t bytes)
  * namespace) or is absent; documented in docs/libvgpu.md. */
 static uint64_t vgpu_measure_context(int entry, struct vgpu_region_proc *s)
 {
-    nvmlProcessInfo_t infos[64];
+    nvmlProcessInfo_t *infos = NULL;
     nvmlDevice_t dev;
     char text[48];
     const uint8_t *u = vgpu_core.region.r->devices[entry].uuid;
@@ -261,18 +261,32 @@ static uint64_t vgpu_measure_context(int entry, struct vgpu_region_proc *s)
              "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
              u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
              u[15]);
-    unsigned n = 64;
     uint64_t overhead = 0;
+    nvmlReturn_t rc = NVML_ERROR_INSUFFICIENT_SIZE;
+    unsigned n = 64, cap = 0;
     if (vgpu_nvml.nvmlDeviceGetHandleByUUID(text, &dev) == NVML_SUCCESS &&
-        vgpu_nvml.nvmlDeviceGetComputeRunningProcesses_v3 != NULL &&
-        vgpu_nvml.nvmlDeviceGetComputeRunningProcesses_v3(dev, &n, infos) == NVML_SUCCESS) {
+        vgpu_nvml.nvmlDeviceGetComputeRunningProcesses_v3 != NULL) {
+        /* Not a hot path (once per process and device): size the buffer to what NVML says it
+         * needs, with room for processes starting meanwhile, a few tries at most. */
+        for (int tries = 0; tries < 4 && rc == NVML_ERROR_INSUFFICIENT_SIZE; tries++) {
+            nvmlProcessInfo_t *grown = realloc(infos, (size_t)(n + 16) * sizeof *infos);
+            if (grown == NULL)
+                break;
+            infos = grown;
+            cap = n + 16;
+            n = cap;
+            rc = vgpu_nvml.nvmlDeviceGetComputeRunningProcesses_v3(dev, &n, infos);
+        }
+    }
+    if (rc == NVML_SUCCESS) {
         uint64_t tracked = s != NULL ? __atomic_load_n(&s->used_bytes[entry], __ATOMIC_RELAXED)
                                      : 0;
-        for (unsigned i = 0; i < n && i < 64; i++)
+        for (unsigned i = 0; i < n && i < cap; i++)
             if (infos[i].pid == (unsigned)getpid() && infos[i].usedGpuMemory > tracked &&
                 infos[i].usedGpuMemory != (unsigned long long)NVML_VALUE_NOT_AVAILABLE)
                 overhead = infos[i].usedGpuMemory - tracked;
     }
+    free(infos);
     vgpu_nvml.nvmlShutdown();
     return overhead;
 }

@@ -43,6 +43,22 @@ def test_context_overhead_is_measured(shim) -> None:
     assert free_now(run) == GiB - 123 * MiB
 
 
+
+def test_context_is_measured_with_more_gpu_processes_than_a_first_nvml_buffer(shim) -> None:
+    """NVML's process list is read with a buffer sized to what NVML says it needs: with 70
+    other processes on the GPU, the newcomer's context is still found and counted."""
+    ctx = 8 * MiB
+    run = shim("60g", GPUWARDEN_SIM_CTX_OVERHEAD=str(ctx))
+    crowd = []
+    try:
+        for _ in range(70):
+            crowd.append(_hold(run, "info")[0])
+        assert free_now(run) == 60 * GiB - 71 * ctx
+    finally:
+        for p in crowd:
+            p.kill()
+            p.wait()
+
 def _hold(run, *ops: str):
     p = run.spawn("dlsym", *ops, "hold")
     lines = []
