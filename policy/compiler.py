@@ -595,89 +595,107 @@ def _rule(ctx: _Ctx, block: ast.Block, order: int) -> CompiledRule | None:
     weight = 0
     weight_span: Span | None = None
     ok = True
-
-    def put(slot: str, d: Decision, where: Span, what: str) -> None:
-        nonlocal ok
-        if slot in sets:
-            ctx.add("GW014", where, f'{what} is set twice in rule "{name}"',
-                    related=((sets[slot].span, "first set here"),))
-            ok = False
-        else:
-            sets[slot] = d
-
     for stmt in block.stmts:
-        if isinstance(stmt, ast.Match):
+        kind = type(stmt)
+        if kind is ast.Setting:
+            d = _setting(ctx, block, stmt, _RULE_SETTINGS)  # type: ignore[arg-type]
+            key = stmt.key  # type: ignore[union-attr]
+            if d is None:
+                ok = False
+            elif key == "weight":
+                if weight_span is not None:
+                    ctx.add("GW014", stmt.key_span,  # type: ignore[union-attr]
+                            f'`weight` is set twice in rule "{name}"',
+                            related=((weight_span, "first set here"),))
+                    ok = False
+                weight, weight_span = int(d.value), stmt.span  # type: ignore[call-overload]
+            else:
+                ok = _put(ctx, sets, name, key, d, stmt.key_span,  # type: ignore[union-attr]
+                          f"`{key}`") and ok
+        elif kind is ast.Match:
             if match is not None:
                 ctx.add("GW014", _stmt_keyword_span(stmt), f'rule "{name}" has two `match` lines',
                         "combine them with `and` / `or`", related=((match.span, "first here"),))
                 ok = False
                 continue
-            match = stmt
-            errs = validate_expr(stmt.expr, ctx.lines.get(stmt.span.file, []))
-            ctx.diagnostics.extend(errs)
-            ok = ok and not errs
-        elif isinstance(stmt, ast.Default):
-            for a in stmt.assigns:
+            match = stmt  # type: ignore[assignment]
+            errs = validate_expr(stmt.expr, ctx.lines.get(stmt.span.file, []))  # type: ignore[union-attr]
+            if errs:
+                ctx.diagnostics.extend(errs)
+                ok = False
+        elif kind is ast.Default:
+            for a in stmt.assigns:  # type: ignore[union-attr]
                 if a.key not in DEFAULT_KEYS:
                     _unknown_key(ctx, a.key, a.key_span, "default", DEFAULT_KEYS)
                     ok = False
                     continue
                 try:
-                    p = parse_setting("rule", a.key, [a.value], a.span)
+                    p = parse_setting("rule", a.key, (a.value,), a.span)
                 except BadValue as err:
                     ctx.bad(err)
                     ok = False
                     continue
-                put(f"default.{a.key}", Decision(p.value, p.text, a.span), a.key_span,
-                    f"`default {a.key}`")
-        elif isinstance(stmt, ast.Cap):
+                ok = _put(ctx, sets, name, _DEFAULT_SLOT[a.key], Decision(p.value, p.text, a.span),
+                          a.key_span, f"`default {a.key}`") and ok
+        elif kind is ast.Cap:
             behaviour = "clamp"
-            if stmt.behaviour is not None:
-                behaviour = stmt.behaviour.text
+            if stmt.behaviour is not None:  # type: ignore[union-attr]
+                behaviour = stmt.behaviour.text  # type: ignore[union-attr]
                 if behaviour not in ("clamp", "deny"):
                     guess = closest(behaviour, ("clamp", "deny"))
-                    ctx.add("GW006", stmt.behaviour.span, f"unknown cap behaviour `{behaviour}`",
+                    ctx.add("GW006", stmt.behaviour.span,  # type: ignore[union-attr]
+                            f"unknown cap behaviour `{behaviour}`",
                             (f"did you mean `{guess}`? " if guess else "") +
                             "end a cap with `clamp` (lower the request) or `deny` (refuse it)")
                     ok = False
                     continue
-            for c in stmt.items:
+            for c in stmt.items:  # type: ignore[union-attr]
                 if c.key not in CAP_KEYS:
                     _unknown_key(ctx, c.key, c.key_span, "cap", CAP_KEYS)
                     ok = False
                     continue
                 try:
-                    p = parse_setting("rule", c.key, [c.value], c.span)
+                    p = parse_setting("rule", c.key, (c.value,), c.span)
                 except BadValue as err:
                     ctx.bad(err)
                     ok = False
                     continue
-                put(f"cap.{c.key}", Decision(p.value, p.text, c.span, behaviour), c.key_span,
-                    f"`cap {c.key}`")
-        elif isinstance(stmt, ast.Admission):
-            reason = None if stmt.allow else (stmt.reason.string if stmt.reason else "")
-            text = "allow" if stmt.allow else ("deny " + ast.quote(reason or ""))
-            put("admission", Decision(reason, text, stmt.span), _stmt_keyword_span(stmt),
-                "admission (`deny` / `allow`)")
-        else:
-            d = _setting(ctx, block, stmt, BLOCK_SETTINGS["rule"])
-            if d is None:
-                ok = False
-            elif stmt.key == "weight":
-                if weight_span is not None:
-                    ctx.add("GW014", stmt.key_span, f'`weight` is set twice in rule "{name}"',
-                            related=((weight_span, "first set here"),))
-                    ok = False
-                weight, weight_span = int(d.value), stmt.span  # type: ignore[call-overload]
-            else:
-                put(stmt.key, d, stmt.key_span, f"`{stmt.key}`")
+                ok = _put(ctx, sets, name, _CAP_SLOT[c.key],
+                          Decision(p.value, p.text, c.span, behaviour), c.key_span,
+                          f"`cap {c.key}`") and ok
+        else:  # admission
+            allow = stmt.allow  # type: ignore[union-attr]
+            reason = None if allow else (stmt.reason.string if stmt.reason else "")  # type: ignore[union-attr]
+            text = "allow" if allow else ("deny " + ast.quote(reason or ""))
+            ok = _put(ctx, sets, name, "admission", Decision(reason, text, stmt.span),
+                      _stmt_keyword_span(stmt), "admission (`deny` / `allow`)") and ok
     if not ok:
         return None
-    conjuncts = dnf(match.expr) if match else [frozenset()]
+    if match is None:
+        return CompiledRule(name, order, weight, None, None, MappingProxyType(sets), block.span,
+                            [frozenset()], index_keys([frozenset()]), (weight, order))
+    expr = match.expr
+    conjuncts = dnf(expr)
     index = index_keys(conjuncts) if conjuncts is not None else None
-    expr = match.expr if match else None
-    return CompiledRule(name, order, weight, format_expr(expr) if expr else None, expr,
-                        MappingProxyType(sets), block.span, conjuncts, index, (weight, order))
+    return CompiledRule(name, order, weight, format_expr(expr), expr, MappingProxyType(sets),
+                        block.span, conjuncts, index, (weight, order))
+
+
+_RULE_SETTINGS = BLOCK_SETTINGS["rule"]
+_DEFAULT_SLOT = {k: f"default.{k}" for k in DEFAULT_KEYS}
+_CAP_SLOT = {k: f"cap.{k}" for k in CAP_KEYS}
+
+
+def _put(ctx: _Ctx, sets: dict[str, Decision], rule: str, slot: str, d: Decision, where: Span,
+         what: str) -> bool:
+    """Record what a rule sets; False (and GW014) when the slot is set already."""
+    first = sets.get(slot)
+    if first is not None:
+        ctx.add("GW014", where, f'{what} is set twice in rule "{rule}"',
+                related=((first.span, "first set here"),))
+        return False
+    sets[slot] = d
+    return True
 
 
 def _unknown_key(ctx: _Ctx, key: str, span: Span, stmt: str, valid: Sequence[str]) -> None:

@@ -10,7 +10,13 @@ _PREC = {"or": 1, "and": 2, "not": 3, "atom": 4}
 
 
 def format_value(value: ast.Value) -> str:
-    return ast.quote(value.string) if value.kind == "string" else value.text
+    text = value.text
+    if value.kind != "string":
+        return text
+    if (text.count('"') == 2 and text[0] == '"' and text[-1] == '"'
+            and "\\" not in text and "\t" not in text and "\n" not in text):
+        return text  # written canonically already: quote(unquote(text)) == text
+    return ast.quote(value.string)
 
 
 def format_field(field: ast.Field) -> str:
@@ -26,37 +32,35 @@ _RESERVED = {"and", "or", "not", "in", "has", "match", "default", "cap", "deny",
 
 
 def _prec(expr: ast.Expr) -> int:
-    if isinstance(expr, ast.Or):
-        return _PREC["or"]
-    if isinstance(expr, ast.And):
-        return _PREC["and"]
-    if isinstance(expr, ast.Not):
-        return _PREC["not"]
-    return _PREC["atom"]
+    return _PREC_OF.get(type(expr), 4)
 
 
 def format_expr(expr: ast.Expr) -> str:
     """Minimal parentheses: `not` binds tighter than `and`, `and` tighter than `or`."""
-    if isinstance(expr, ast.Compare):
-        return f"{format_field(expr.field)} {expr.op} {format_value(expr.value)}"
-    if isinstance(expr, ast.In):
-        items = ", ".join(format_value(v) for v in expr.values)
-        op = "not in" if expr.negated else "in"
-        return f"{format_field(expr.field)} {op} [{items}]"
-    if isinstance(expr, ast.Has):
-        return f"has {format_field(expr.field)}"
-    if isinstance(expr, ast.Not):
-        inner = format_expr(expr.operand)
-        return f"not {inner}" if _prec(expr.operand) >= _PREC["not"] else f"not ({inner})"
-    word = "and" if isinstance(expr, ast.And) else "or"
-    mine = _prec(expr)
+    kind = type(expr)
+    if kind is ast.Compare:
+        return f"{format_field(expr.field)} {expr.op} {format_value(expr.value)}"  # type: ignore[union-attr]
+    if kind is ast.In:
+        items = ", ".join([format_value(v) for v in expr.values])  # type: ignore[union-attr]
+        op = "not in" if expr.negated else "in"  # type: ignore[union-attr]
+        return f"{format_field(expr.field)} {op} [{items}]"  # type: ignore[union-attr]
+    if kind is ast.Has:
+        return f"has {format_field(expr.field)}"  # type: ignore[union-attr]
+    if kind is ast.Not:
+        operand = expr.operand  # type: ignore[union-attr]
+        inner = format_expr(operand)
+        return f"not {inner}" if _prec(operand) >= 3 else f"not ({inner})"
+    mine = _PREC_OF[kind]
     parts = []
-    for item in expr.items:
+    for item in expr.items:  # type: ignore[union-attr]
         text = format_expr(item)
         # Same-operator children are flattened by the parser only when written without
         # parentheses; keep explicit grouping of equal precedence flat (it is associative).
-        parts.append(text if _prec(item) >= mine else f"({text})")
-    return f" {word} ".join(parts)
+        parts.append(text if _PREC_OF.get(type(item), 4) >= mine else f"({text})")
+    return (" and " if kind is ast.And else " or ").join(parts)
+
+
+_PREC_OF: dict[type, int] = {ast.Or: _PREC["or"], ast.And: _PREC["and"], ast.Not: _PREC["not"]}
 
 
 def format_stmt(stmt: ast.Stmt) -> str:
