@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.audit import AuditLog, action_event
-from agent.model import Action, ActionKind, GpuUuid, Pid, WorkloadKey
+from agent.model import Action, ActionKind, Pid, WorkloadKey
 from agent.procfs import start_time
 
 __all__ = ["Enforcer", "send_signal"]
@@ -59,7 +59,6 @@ class Enforcer:
         self.violations: Counter[tuple[WorkloadKey, str, str]] = Counter()
         self.actions: Counter[tuple[WorkloadKey, str]] = Counter()
         self.last_action: dict[str, str] = {}  # wid -> e.g. "kill", "would_kill"
-        self.kill_times: dict[Pid, float] = {}  # when SIGKILL was sent (benchmarks read it)
 
     def apply(self, actions: Iterable[Action], now: float) -> list[dict[str, Any]]:
         events = []
@@ -84,8 +83,6 @@ class Enforcer:
             results = {}
             for p in a.pids:
                 results[str(p)] = send_signal(p, sig, self._start_of(p), self.proc_root)
-                if a.kind == ActionKind.KILL and results[str(p)] == "sent":
-                    self.kill_times[p] = now
             ev["signal"] = sig.name
             ev["results"] = results
         return ev
@@ -116,5 +113,3 @@ class Enforcer:
                 with contextlib.suppress(Exception):
                     self.ebpf.clear_kill_limit(pid)
 
-    def gpu_label(self, gpu: GpuUuid) -> str:
-        return str(gpu)
