@@ -710,26 +710,40 @@ MAX_SHADOW_CANDIDATES = 1000
 
 
 def _analyse(ctx: _Ctx, rules: list[CompiledRule]) -> None:
+    lives: list[list[Conjunct] | None] = []  # per rule: its satisfiable conjuncts
     for rule in rules:
-        title = f'rule "{rule.name}"'
-        head = Span(rule.span.file, rule.span.line, rule.span.col, rule.span.line,
-                    rule.span.col + 4)
-        if not rule.sets:
-            ctx.add("GW105", head, f"{title} decides nothing",
+        sets = rule.sets
+        if not sets:
+            ctx.add("GW105", _head(rule), f'rule "{rule.name}" decides nothing',
                     "add `default`, `cap`, `deny`, `priority`, `mode` or `on_violation`, or "
                     "delete the rule", Severity.WARNING)
-        if rule.conjuncts is not None and not any(conjunct_satisfiable(c)
-                                                  for c in rule.conjuncts):
-            ctx.add("GW101", head, f"{title} can never match",
-                    "its match contradicts itself (e.g. one field equal to two values)",
-                    Severity.WARNING)
-        for key in CAP_KEYS:
-            d, c = rule.sets.get(f"default.{key}"), rule.sets.get(f"cap.{key}")
-            if d is not None and c is not None and _default_above_cap(key, d.value, c.value):
+        live = None
+        if rule.conjuncts is not None:
+            live = [c for c in rule.conjuncts if conjunct_satisfiable(c)]
+            if not live:
+                ctx.add("GW101", _head(rule), f'rule "{rule.name}" can never match',
+                        "its match contradicts itself (e.g. one field equal to two values)",
+                        Severity.WARNING)
+        lives.append(live)
+        for key, default_slot, cap_slot in _CAP_PAIRS:
+            d = sets.get(default_slot)
+            if d is None:
+                continue
+            c = sets.get(cap_slot)
+            if c is not None and _default_above_cap(key, d.value, c.value):
                 ctx.add("GW104", d.span, f"`default {key} = {d.text}` is above this rule's cap "
                         f"{c.text}", "the default will always be clamped; lower it",
                         Severity.WARNING, related=((c.span, "the cap"),))
-    _shadowing(ctx, rules)
+    _shadowing(ctx, rules, lives)
+
+
+_CAP_PAIRS = tuple((key, f"default.{key}", f"cap.{key}") for key in CAP_KEYS)
+
+
+def _head(rule: CompiledRule) -> Span:
+    """Where warnings about a whole rule point: its `rule` keyword."""
+    s = rule.span
+    return Span(s.file, s.line, s.col, s.line, s.col + 4)
 
 
 def _default_above_cap(key: str, default: object, cap: object) -> bool:
@@ -741,11 +755,13 @@ def _default_above_cap(key: str, default: object, cap: object) -> bool:
     return int(default) > int(cap)  # type: ignore[call-overload]
 
 
-def _shadowing(ctx: _Ctx, rules: list[CompiledRule]) -> None:
+def _shadowing(ctx: _Ctx, rules: list[CompiledRule],
+               lives: list[list[Conjunct] | None]) -> None:
     """GW102 for every rule whose every match is matched by one rule of higher precedence that
     sets at least the same fields.  Candidates come from the same buckets the evaluation index
     uses, so the check stays near-linear; a rule with more than MAX_SHADOW_CANDIDATES candidate
-    shadowers (many unindexable rules) is not checked."""
+    shadowers (many unindexable rules) is not checked.  `lives`: per rule, its satisfiable
+    conjuncts (None when its match is too large to analyse)."""
     by_ns: dict[str, list[CompiledRule]] = {}
     by_label: dict[tuple[str | None, str], list[CompiledRule]] = {}
     scan: list[CompiledRule] = []
@@ -753,21 +769,20 @@ def _shadowing(ctx: _Ctx, rules: list[CompiledRule]) -> None:
         keys = r.index
         if keys is None:
             scan.append(r)
+        elif keys[0] == "namespace":
+            for _, value in keys[1]:
+                by_ns.setdefault(value, []).append(r)
         else:
-            bucket: dict = by_ns if keys[0] == "namespace" else by_label  # type: ignore[type-arg]
-            for key, value in keys[1]:
-                bucket.setdefault(value if keys[0] == "namespace" else (key, value), []).append(r)
+            for pair in keys[1]:
+                by_label.setdefault(pair, []).append(r)
     scan.sort(key=_by_precedence)
     scan_prec = [r.precedence for r in scan]
-    for rule in rules:
-        if not rule.sets or rule.conjuncts is None:
-            continue
-        live = [c for c in rule.conjuncts if conjunct_satisfiable(c)]
-        if not live:
+    for rule, live in zip(rules, lives, strict=True):
+        if not live or not rule.sets:
             continue
         prec = rule.precedence
-        found: dict[int, CompiledRule] = {
-            o.order: o for o in scan[bisect.bisect_right(scan_prec, prec):]}
+        start = bisect.bisect_right(scan_prec, prec)
+        found: dict[int, CompiledRule] = {o.order: o for o in scan[start:]}
         for name, key, value in pinned_values(live):
             hits = by_ns.get(value, ()) if name == "namespace" else by_label.get((key, value), ())
             for o in hits:
@@ -777,12 +792,12 @@ def _shadowing(ctx: _Ctx, rules: list[CompiledRule]) -> None:
             continue
         mine = rule.sets.keys()
         above = [o for o in found.values() if o.precedence > prec and mine <= o.sets.keys()]
-        for other in sorted(above, key=lambda o: o.precedence, reverse=True):
+        if not above:
+            continue
+        for other in sorted(above, key=_by_precedence, reverse=True):
             assert other.conjuncts is not None
             if all(any(implies(c, oc) for oc in other.conjuncts) for c in live):
-                head = Span(rule.span.file, rule.span.line, rule.span.col, rule.span.line,
-                            rule.span.col + 4)
-                ctx.add("GW102", head,
+                ctx.add("GW102", _head(rule),
                         f'rule "{rule.name}" is fully shadowed by rule "{other.name}"',
                         f'every workload it matches also matches "{other.name}", which has '
                         "higher precedence (weight, then later position) and sets every field "

@@ -48,15 +48,27 @@ def validate_expr(expr: ast.Expr, lines: list[str]) -> list[Diagnostic]:
     stack: list[ast.Expr] = [expr]
     while stack:
         e = stack.pop()
-        if isinstance(e, ast.BOOLEAN_OPS):
-            stack.extend(e.items)
-        elif isinstance(e, ast.Not):
-            stack.append(e.operand)
+        kind = type(e)
+        if kind is ast.And or kind is ast.Or:
+            stack.extend(e.items)  # type: ignore[union-attr]
+        elif kind is ast.Not:
+            stack.append(e.operand)  # type: ignore[union-attr]
         else:
-            out.extend(_check_field(e.field, isinstance(e, ast.Has), lines))
-            if isinstance(e, ast.Compare) and e.op in ("=~", "!~"):
-                out.extend(_check_regex(e.value, lines))
-    return sorted(out, key=lambda d: (d.span.line, d.span.col))
+            field = e.field  # type: ignore[union-attr]
+            if kind is ast.Has or not _field_ok(field):
+                out.extend(_check_field(field, kind is ast.Has, lines))
+            if kind is ast.Compare and e.op in ("=~", "!~"):  # type: ignore[union-attr]
+                out.extend(_check_regex(e.value, lines))  # type: ignore[union-attr]
+    if out:
+        out.sort(key=lambda d: (d.span.line, d.span.col))
+    return out
+
+
+def _field_ok(field: ast.Field) -> bool:
+    """Whether a compared field is valid, decided without building diagnostics."""
+    if field.key is None:
+        return field.name in PLAIN_FIELDS
+    return field.name in KEYED_FIELDS and field.key != ""
 
 
 def _err(code: str, span: Span, msg: str, lines: list[str], hint: str | None = None) -> Diagnostic:
