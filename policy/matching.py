@@ -221,30 +221,41 @@ _OPS = {"==": "eq", "!=": "ne", "=~": "re", "!~": "nre"}
 
 
 def _literal(expr: ast.Compare | ast.In | ast.Has, negate: bool) -> Literal:
-    fid: FieldId = (expr.field.name, expr.field.key)
-    if isinstance(expr, ast.Has):
-        op, values = "has", _NO_VALUES
-    elif isinstance(expr, ast.In):
-        op, values = ("notin" if expr.negated else "in"), frozenset(v.string for v in expr.values)
+    field = expr.field
+    kind = type(expr)
+    if kind is ast.Compare:
+        op, values = _OPS[expr.op], frozenset((expr.value.string,))  # type: ignore[union-attr]
+    elif kind is ast.In:
+        op = "notin" if expr.negated else "in"  # type: ignore[union-attr]
+        values = frozenset([v.string for v in expr.values])  # type: ignore[union-attr]
     else:
-        op, values = _OPS[expr.op], frozenset({expr.value.string})
-    return Literal(fid, _NEGATE[op] if negate else op, values)
+        op, values = "has", _NO_VALUES
+    return _new_tuple(Literal, ((field.name, field.key), _NEGATE[op] if negate else op, values))
+
+
+_new_tuple = tuple.__new__  # a Literal without the named tuple's Python-level __new__
+_LEAF_TYPES = frozenset((ast.Compare, ast.In, ast.Has))
 
 
 def dnf(expr: ast.Expr | None, negate: bool = False) -> list[Conjunct] | None:
     """The expression as a list of conjunctions (None when larger than MAX_DNF)."""
     if expr is None:
         return [frozenset()]
-    if isinstance(expr, ast.Not):
-        return dnf(expr.operand, not negate)
-    if isinstance(expr, ast.And) and not negate and all(
-            isinstance(e, ast.LEAVES) for e in expr.items):
-        return [frozenset(_literal(e, False) for e in expr.items)]  # the common case
-    if isinstance(expr, ast.BOOLEAN_OPS):
-        parts = [dnf(e, negate) for e in expr.items]
+    kind = type(expr)
+    if kind is ast.Not:
+        return dnf(expr.operand, not negate)  # type: ignore[union-attr]
+    if kind is ast.And and not negate:
+        items = expr.items  # type: ignore[union-attr]
+        for e in items:
+            if type(e) not in _LEAF_TYPES:
+                break
+        else:
+            return [frozenset([_literal(e, False) for e in items])]  # the common case
+    if kind is ast.And or kind is ast.Or:
+        parts = [dnf(e, negate) for e in expr.items]  # type: ignore[union-attr]
         if any(p is None for p in parts):
             return None
-        conj = isinstance(expr, ast.And) != negate  # De Morgan
+        conj = (kind is ast.And) != negate  # De Morgan
         if not conj:
             out = [c for p in parts for c in p]  # type: ignore[union-attr]
             return out if len(out) <= MAX_DNF else None
@@ -254,7 +265,7 @@ def dnf(expr: ast.Expr | None, negate: bool = False) -> list[Conjunct] | None:
             if len(result) > MAX_DNF:
                 return None
         return result
-    return [frozenset({_literal(expr, negate)})]
+    return [frozenset({_literal(expr, negate)})]  # type: ignore[arg-type]
 
 
 @dataclass(slots=True)
@@ -272,30 +283,34 @@ def _facts(conj: Conjunct) -> dict[FieldId, _FieldFacts] | None:
     must not modify the result."""
     facts: dict[FieldId, _FieldFacts] = {}
     for lit in conj:
-        f = facts.setdefault(lit.field, _FieldFacts())
-        if lit.field[0] in PLAIN_FIELDS:
+        fid, op, values = lit
+        f = facts.get(fid)
+        if f is None:
+            f = facts[fid] = _FieldFacts()
+        if fid[0] in PLAIN_FIELDS:
             f.present = True
-        if lit.op in ("eq", "in", "re", "has"):
+        if op in ("eq", "in", "re", "has"):
             if f.present is False:
                 return None
             f.present = True
-        if lit.op == "nothas":
+        if op == "nothas":
             if f.present is True:
                 return None
             f.present = False
-        if lit.op in ("eq", "in"):
-            f.candidates = lit.values if f.candidates is None else f.candidates & lit.values
-        elif lit.op in ("ne", "notin"):
-            f.excluded = (f.excluded or set()) | set(lit.values)
-        elif lit.op == "re":
+        if op in ("eq", "in"):
+            f.candidates = values if f.candidates is None else f.candidates & values
+        elif op in ("ne", "notin"):
+            f.excluded = (f.excluded or set()) | set(values)
+        elif op == "re":
             f.regexes = [*(f.regexes or []), lit.value]
-        elif lit.op == "nre":
+        elif op == "nre":
             f.not_regexes = [*(f.not_regexes or []), lit.value]
     for f in facts.values():
         if f.regexes and f.not_regexes and set(f.regexes) & set(f.not_regexes):
             return None
         if f.candidates is not None:
-            f.candidates = frozenset(v for v in f.candidates if _allowed(f, v))
+            if f.excluded or f.regexes or f.not_regexes:  # else every candidate is allowed
+                f.candidates = frozenset(v for v in f.candidates if _allowed(f, v))
             if not f.candidates:
                 return None
     return facts

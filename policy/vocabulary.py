@@ -258,7 +258,10 @@ _PARSED: dict[tuple[str, str, tuple[tuple[str, str], ...]], Parsed] = {}
 def parse_setting(block: str, key: str, values: Sequence[ast.Value], where: Span) -> Parsed:
     """Parse a setting's words.  Valid results are memoised by their text (large policies
     repeat the same few values thousands of times); errors are not, as they carry places."""
-    memo = (block, key, tuple((v.kind, v.text) for v in values))
+    if len(values) == 1:
+        memo = (block, key, ((values[0].kind, values[0].text),))
+    else:
+        memo = (block, key, tuple([(v.kind, v.text) for v in values]))
     found = _PARSED.get(memo)
     if found is not None:
         return found
