@@ -129,6 +129,8 @@ class Agent:
         self._ebpf_counters = (0, 0)
         self._ring_fd: int | None = None
         self._ring_quiet_until = 0.0
+        self._last_snap: Snapshot | None = None
+        self._last_pol: AgentPolicy | None = None
         self._next_occupancy = 0.0
         self._alerted_bypass: set[str] = set()
         self._ebpf_counters_next = 0.0
@@ -616,6 +618,22 @@ class Agent:
                 nvml_sm=self.nvml_sample.sm if self.nvml_sample else None,
                 history=self.history, armed=dict(self.enforcer.armed),
                 ebpf_can_kill=self.ebpf is not None)
+            if self.ebpf is not None and now >= self._ebpf_counters_next:
+                self._ebpf_counters_next = now + 1.0  # kernel map reads: once a second
+                with contextlib.suppress(Exception):
+                    errs = self.ebpf.errors()
+                    self._ebpf_counters = (
+                        errs["lost_event"] + errs["queue_overflow"],
+                        sum(v for k, v in errs.items()
+                            if k not in ("lost_event", "queue_overflow")))
+            # Nothing going on and nothing changed since the last loop: the same inputs with
+            # an empty history give no verdict and no action, so skip the judging.
+            same = (not self.history and snap == self._last_snap and pol == self._last_pol)
+            self._last_snap, self._last_pol = snap, pol
+            if same:
+                self.loop_seconds = time.perf_counter() - t0
+                self._publish(snap, self._published[1] or [])
+                return
             verdicts = judge(snap, pol)
             actions = decide(snap, pol, now, verdicts)
             if actions:
@@ -625,14 +643,6 @@ class Agent:
                                     if k[1] == VerdictKind.BYPASS and o.alerted}
             self._write_core_plan(snap)
             self.loop_seconds = time.perf_counter() - t0
-            if self.ebpf is not None and now >= self._ebpf_counters_next:
-                self._ebpf_counters_next = now + 1.0  # kernel map reads: once a second
-                with contextlib.suppress(Exception):
-                    errs = self.ebpf.errors()
-                    self._ebpf_counters = (
-                        errs["lost_event"] + errs["queue_overflow"],
-                        sum(v for k, v in errs.items()
-                            if k not in ("lost_event", "queue_overflow")))
             self._publish(snap, verdicts)
 
     def _workload(self, t: Tracked, now: float) -> Workload:

@@ -124,7 +124,7 @@ class AgentProc:
 
     def get(self, path: str) -> tuple[int, str]:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=30) as r:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as err:
             return err.code, err.read().decode()
