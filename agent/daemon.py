@@ -504,6 +504,20 @@ class Agent:
             self._dirty = True
             if not self.table.pids_of(wid):
                 self._end_workload(wid, "all processes exited")
+                return
+            t = self.tracked.get(wid)
+            if t is not None and t.reader is not None:
+                # a crashed process must not stay counted against its workload's limit
+                try:
+                    n = (t.reader.region.reclaim_dead()
+                         if pid in t.reader.read().procs else 0)
+                except Exception as err:
+                    self._emit({"event": "region_error", "workload": self._wl(t),
+                                "error": f"cannot reclaim a dead process's slot: {err}"})
+                else:
+                    if n:
+                        self._emit({"event": "region_reclaimed", "workload": self._wl(t),
+                                    "pid": pid, "slots": n})
 
     def _verify_pids(self) -> None:
         """Safety net for lost exit events: every owned PID must still be the same process."""
