@@ -202,9 +202,10 @@ class Agent:
             trim_after_compile()  # the compiler's memory is not needed any more
         except Exception as err:
             self.ebpf = None
-            msg = err.args[0] if err.args else err
-            if isinstance(msg, list):
-                msg = "; ".join(msg)
+            first = err.args[0] if err.args else None
+            msg = "; ".join(map(str, first)) if isinstance(first, list) else str(err)
+            if os.geteuid() != 0:
+                msg = f"not running as root ({msg})"
             self.ebpf_reason = f"{type(err).__name__}: {msg}"
 
     def _open_procevents(self) -> None:
