@@ -34,16 +34,19 @@ __all__ = ["MAX_NESTING", "parse_items"]
 
 MAX_NESTING = 100  # parentheses or a chain of `not`; half of parser.MAX_DEPTH
 
-# Lark's terminals in Lark's order (QUANTITY, priority 2, before NUMBER), each with the
-# whitespace before it.  No catch-all: a character no terminal matches leaves a gap, and the
-# lengths of the tokens then do not add up to the length of the source (see _tokens).
+# Lark's terminals, each with the whitespace before it.  No catch-all: a character no terminal
+# matches leaves a gap, and the lengths of the tokens then do not add up to the length of the
+# source (see _tokens).  Alternatives start with distinct characters, so their order only
+# matters where Lark's does: QUANTITY (priority 2) before NUMBER, written here as one pattern
+# (digits, an optional fraction, then letters: QUANTITY when there are any), and `==` before `=`.
+# Possessive quantifiers (no backtracking) match what greedy ones would: no terminal here can
+# end earlier and still match.
 _TOKEN = re.compile(
-    r"[\t \f]*(?:"
-    r"(?:\r?\n[\t ]*|#[^\n]*)+"  # _NL: newlines, the next line's indentation, comments
-    r'|"(?:[^"\\\n]|\\[^\n])*"'  # STRING
-    r"|[0-9]+(?:\.[0-9]+)?[A-Za-z%]+"  # QUANTITY
-    r"|[0-9]+(?:\.[0-9]+)?"  # NUMBER
-    r"|[A-Za-z_][A-Za-z0-9_./-]*"  # IDENT, or a keyword where the parser state takes one
+    r"[\t \f]*+(?:"
+    r"[A-Za-z_][A-Za-z0-9_./-]*+"  # IDENT, or a keyword where the parser state takes one
+    r'|"(?:[^"\\\n]|\\[^\n])*+"'  # STRING
+    r"|(?:\r?\n[\t ]*+|#[^\n]*+)++"  # _NL: newlines, the next line's indentation, comments
+    r"|[0-9]++(?:\.[0-9]++)?+[A-Za-z%]*+"  # QUANTITY, or NUMBER when no letters follow
     r"|==|!=|=~|!~|<=|[=,{}()\[\]]"  # CMP_OP and punctuation
     r")"
 )
