@@ -8,7 +8,7 @@
  * it HOLD_MS milliseconds, frees it and exits 0.  Out of memory: prints it and exits 3.
  * --bypass: re-executes itself without LD_PRELOAD first, so libvgpu is not in the process (a
  * workload that escapes the shim; the agent's audit must catch it).
- * --churn: RATE allocate+free pairs of MIB per second for SECONDS (benchmarks).
+ * --churn: hold MIB, and RATE allocate+free pairs of MIB per second for SECONDS (benchmarks).
  * GPU_JOB_TRACE=1: print "alloc_at=<CLOCK_MONOTONIC ns>" right before the first allocation.
  */
 #include <dlfcn.h>
@@ -96,6 +96,11 @@ int main(int argc, char **argv)
     }
     if (churn) {
         /* total = MiB per allocation, hold = pairs per second, chunk = seconds */
+        CUdeviceptr base; /* held for the whole run, so the process is visibly on the GPU */
+        if (mem_alloc(&base, (size_t)total << 20) != CUDA_SUCCESS) {
+            printf("gpu_job[%d]: out of memory in churn\n", (int)getpid());
+            return 3;
+        }
         struct timespec start, now;
         clock_gettime(CLOCK_MONOTONIC, &start);
         unsigned long pairs = 0, want = hold * chunk;
@@ -118,6 +123,7 @@ int main(int argc, char **argv)
             }
         }
         printf("gpu_job[%d]: churned %lu pairs of %lu MiB\n", (int)getpid(), pairs, total);
+        mem_free(base);
         return 0;
     }
     if (getenv("GPU_JOB_TRACE") != NULL) {
