@@ -70,7 +70,9 @@ class AgentProc:
         self.state_dir = state_dir
         self.policy = [str(p) for p in policy]
         self.env = dict(env)
-        self.env["PYTHONPATH"] = str(REPO)
+        # the repo first; keep what the caller had (a GPU host's carried wheels live there)
+        self.env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(REPO), self.env.get("PYTHONPATH", "")) if p)
         self.extra = list(extra)
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
