@@ -20,6 +20,8 @@ Prints a Markdown block for docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import collections
+import json
 import os
 import platform
 import statistics
@@ -138,6 +140,10 @@ def many_workloads(agent: AgentProc, job: Path, n: int, window: float,
     cpu = (cpu_seconds(pid) - c0) / (time.monotonic() - t0)
     tracked = agent.metric("gpuwarden_workloads") or 0
     actions = [e for e in agent.events() if e.get("event") == "action"]
+    if actions:  # a steady run should have none: show what they were
+        kinds = collections.Counter((e.get("verdict"), e.get("action")) for e in actions)
+        print(f"actions by (verdict, action): {dict(kinds)}", file=sys.stderr)
+        print(f"first: {json.dumps(actions[0])[:1500]}", file=sys.stderr)
     for p in procs:
         p.kill()
     for p in procs:
