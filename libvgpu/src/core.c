@@ -291,6 +291,12 @@ static uint64_t vgpu_measure_context(int entry, struct vgpu_region_proc *s)
     return overhead;
 }
 
+void vgpu_register_process(void)
+{
+    if (vgpu_core.region.r != NULL)
+        (void)vgpu_slot();
+}
+
 int vgpu_charge_context(int entry)
 {
     uint32_t zero = 0;

@@ -48,6 +48,10 @@ int vgpu_admit(int entry, uint64_t bytes);
 void vgpu_release(int entry, uint64_t bytes);
 /* Count this process's context on an entry once, measured (see core.c), admitted like an
  * allocation: 0, or -1 when it does not fit the limit (the caller refuses the context). */
+/* Claim this process's slot in the region now: called before a context is created, so the
+ * process is listed as the shim's before NVML can show it on the GPU (the agent would see a
+ * GPU process without the shim in between). */
+void vgpu_register_process(void);
 int vgpu_charge_context(int entry);
 /* Reclaim dead processes, at most every 100 ms (memory queries call it). */
 void vgpu_maybe_reclaim(void);

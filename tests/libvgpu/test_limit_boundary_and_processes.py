@@ -155,3 +155,27 @@ def test_limit_changed_at_run_time(shim) -> None:
         p.stdin.close()
         p.wait(timeout=30)
     time.sleep(0)
+
+
+def test_process_is_listed_in_the_region_before_its_context_exists(shim) -> None:
+    """The shim claims the process's slot before it asks the driver for a context, so the agent
+    never sees a shim process on the GPU (NVML lists it while the context is being made, which
+    takes 100 ms and more on a real GPU) without the shim's slot: no false bypass verdict."""
+    from agent.regions import RegionReader
+
+    run = shim("1g", GPUWARDEN_SIM_CTX_CREATE_MS="1500")
+    p = run.spawn("dlsym", "info", "hold")
+    try:
+        deadline = time.monotonic() + 1.0  # well inside the 1.5 s the context takes
+        listed = False
+        while time.monotonic() < deadline and not listed:
+            if run.region_path.exists() and run.region_path.stat().st_size > 0:
+                try:
+                    listed = p.pid in RegionReader(run.region_path).read().procs
+                except Exception:  # the region is being created
+                    listed = False
+            time.sleep(0.02)
+        assert listed, "the process had no region slot while its context was being created"
+    finally:
+        p.kill()
+        p.wait()

@@ -1,5 +1,7 @@
 /* ctx.c - primary and created contexts, the per-thread context stack, synchronization. */
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cudasim.h"
 
@@ -44,6 +46,26 @@ static void init_null_stream(struct CUctx_st *ctx)
     ctx->null_stream.ctx = ctx;
 }
 
+/* GPUWARDEN_SIM_CTX_CREATE_MS: how long creating a first context takes after the process is
+ * already visible in NVML (a real driver takes 100 ms and more, longer under load); 0 by
+ * default.  Read once per process; context creation is not a hot path. */
+static long ctx_create_ms(void)
+{
+    static long ms = -1;
+    if (ms < 0) {
+        const char *v = getenv("GPUWARDEN_SIM_CTX_CREATE_MS");
+        char *end = NULL;
+        long n = v != NULL && *v != '\0' ? strtol(v, &end, 10) : 0;
+        if (v != NULL && *v != '\0' && (*end != '\0' || n < 0 || n > 60000)) {
+            gwsim_error("GPUWARDEN_SIM_CTX_CREATE_MS=\"%s\" is not valid: use milliseconds "
+                        "from 0 to 60000; using 0", v);
+            n = 0;
+        }
+        ms = n;
+    }
+    return ms;
+}
+
 /* A context came alive: the first one of this process on a device costs the context overhead,
  * and makes the process visible in NVML there, like a real CUDA context. */
 void gwsim_ctx_activate(struct CUctx_st *ctx)
@@ -60,6 +82,11 @@ void gwsim_ctx_activate(struct CUctx_st *ctx)
             __atomic_fetch_add(&st->dev[d].used_bytes, st->ctx_overhead, __ATOMIC_ACQ_REL);
             __atomic_fetch_add(&self->used[d], st->ctx_overhead, __ATOMIC_ACQ_REL);
             __atomic_store_n(&self->has_ctx[d], 1, __ATOMIC_RELEASE);
+        }
+        long ms = ctx_create_ms();
+        if (ms > 0) {
+            struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
         }
     }
 }
