@@ -351,13 +351,15 @@ class Region:
         except BaseException:
             os.close(fd)
             raise
-        region = cls(p, fd, mm)
         try:
-            _validate(region._struct, p)
+            # validated on a copy: a view into the map, kept alive by the error's traceback,
+            # would stop the map from closing (BufferError instead of this RegionError)
+            _validate(RegionStruct.from_buffer_copy(mm), p)
         except BaseException:
-            region.close()
+            mm.close()
+            os.close(fd)
             raise
-        return region
+        return cls(p, fd, mm)
 
     @classmethod
     def create(

@@ -9,6 +9,7 @@ import ctypes
 import subprocess
 from pathlib import Path
 
+import pytest
 from shimtest import CFLAGS
 
 from libvgpu import region
@@ -110,3 +111,20 @@ def test_constants_match_c(tmp_path: Path) -> None:
         region.MAX_PROCS,
         region.LIMIT_NONE,
     ]
+
+
+@pytest.mark.parametrize("damage", ["magic", "version"])
+def test_python_reader_refuses_a_damaged_region_with_a_region_error(tmp_path, damage) -> None:
+    """Region.open of a corrupt file raises RegionError naming the file, never a BufferError
+    from a map still referenced by the failed validation."""
+    from libvgpu.region import REGION_BYTES, Region, RegionError
+
+    path = tmp_path / "region"
+    Region.create(path, [("GPU-00000000-0000-0000-0000-000000000001", 1 << 30)]).close()
+    raw = bytearray(path.read_bytes())
+    assert len(raw) == REGION_BYTES
+    offset = 0 if damage == "magic" else 8  # u64 magic, then the u32 version
+    raw[offset : offset + 4] = b"\xde\xad\xbe\xef"
+    path.write_bytes(bytes(raw))
+    with pytest.raises(RegionError, match=str(path)):
+        Region.open(path)
