@@ -79,26 +79,10 @@ class Tracked:
 
 
 def ring_fd(probe: Any) -> int | None:
-    """A file descriptor that becomes readable when the probe's ring buffer has events.
-
-    bpf.audit.AuditProbe offers none yet (a `fileno()` is asked for); until then this reads
-    libbpf's epoll fd of BCC's ring buffer manager. None when neither works: the loop then
-    drains the ring buffer every EBPF_BATCH seconds instead."""
-    fileno = getattr(probe, "fileno", None)
-    if callable(fileno):
-        return int(fileno())
+    """A file descriptor that becomes readable when the probe's ring buffer has events; None
+    when the probe offers none (the loop then drains the ring buffer every EBPF_BATCH s)."""
     try:
-        import ctypes
-
-        from bcc.libbcc import lib
-
-        manager = probe._bpf._ringbuf_manager
-        if not manager:
-            return None
-        epoll_fd = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(
-            ("ring_buffer__epoll_fd", lib))
-        fd = int(epoll_fd(ctypes.c_void_p(manager)))
-        return fd if fd >= 0 else None
+        return int(probe.fileno())
     except Exception:
         return None
 

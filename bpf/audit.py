@@ -247,6 +247,19 @@ class AuditProbe:
         self._events.append(AuditEvent.from_raw(raw))
         self._received += 1
 
+    def fileno(self) -> int:
+        """A file descriptor that turns readable when the ring buffer holds events (libbpf's
+        epoll fd of BCC's ring buffer manager), so a caller can wait in select/poll."""
+        from bcc.libbcc import lib  # libbcc carries libbpf's ring_buffer__epoll_fd
+
+        if self._bpf is None or not self._bpf._ringbuf_manager:
+            raise RuntimeError("the audit is not started: no ring buffer to wait on")
+        epoll_fd = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(("ring_buffer__epoll_fd", lib))
+        fd = int(epoll_fd(ctypes.c_void_p(self._bpf._ringbuf_manager)))
+        if fd < 0:
+            raise RuntimeError(f"libbpf gave no epoll fd for the ring buffer ({fd})")
+        return fd
+
     def poll_events(self, timeout_ms: int = 0) -> list[AuditEvent]:
         """Events delivered since the last call (waiting up to timeout_ms for the first)."""
         self._need_started()
