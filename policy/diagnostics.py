@@ -132,6 +132,8 @@ class Diagnostic:
 def source_lines(text: str) -> list[str]:
     """Lines as the parser counts them: split at "\n" only (not at form feeds or U+2028,
     which `str.splitlines` would also split at)."""
+    if "\r" not in text:
+        return text.split("\n")
     return [line.removesuffix("\r") for line in text.split("\n")]
 
 

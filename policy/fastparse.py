@@ -40,17 +40,17 @@ MAX_NESTING = 100  # parentheses or a chain of `not`; half of parser.MAX_DEPTH
 # matters where Lark's does: QUANTITY (priority 2) before NUMBER, written here as one pattern
 # (digits, an optional fraction, then letters: QUANTITY when there are any), and `==` before `=`.
 # Possessive quantifiers (no backtracking) match what greedy ones would: no terminal here can
-# end earlier and still match.
+# end earlier and still match.  Only on character classes: CPython 3.11.2 gets possessive
+# repeats of groups wrong (`[0-9]++(?:\.[0-9]++)?+` finds "9." in "9.").
 _TOKEN = re.compile(
     r"[\t \f]*+(?:"
     r"[A-Za-z_][A-Za-z0-9_./-]*+"  # IDENT, or a keyword where the parser state takes one
-    r'|"(?:[^"\\\n]|\\[^\n])*+"'  # STRING
-    r"|(?:\r?\n[\t ]*+|#[^\n]*+)++"  # _NL: newlines, the next line's indentation, comments
-    r"|[0-9]++(?:\.[0-9]++)?+[A-Za-z%]*+"  # QUANTITY, or NUMBER when no letters follow
+    r'|"(?:[^"\\\n]|\\[^\n])*"'  # STRING
+    r"|(?:\r?\n[\t ]*+|#[^\n]*+)+"  # _NL: newlines, the next line's indentation, comments
+    r"|[0-9]++(?:\.[0-9]++)?[A-Za-z%]*+"  # QUANTITY, or NUMBER when no letters follow
     r"|==|!=|=~|!~|<=|[=,{}()\[\]]"  # CMP_OP and punctuation
     r")"
 )
-_LONE_CR = re.compile(r"\r(?!\n)")
 _NL_START = frozenset("\n\r#")
 _WORD_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _DIGITS = frozenset("0123456789")
@@ -67,8 +67,6 @@ class _Decline(Exception):
 def _tokens(source: str) -> tuple[list[str], list[int]] | None:
     """The tokens (whitespace stripped) and the offset where each ends; None when a character
     is no part of any token."""
-    if "\r" in source and _LONE_CR.search(source):
-        return None
     found = _TOKEN.findall(source)
     ends = list(accumulate(map(len, found)))
     if not ends or ends[-1] != len(source):
