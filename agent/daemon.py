@@ -35,7 +35,7 @@ from agent.model import (
     Workload,
     WorkloadKey,
 )
-from agent.procfs import MARKER_ENV, read_proc, scan, start_time
+from agent.procfs import MARKER_ENV, read_proc, running, scan, start_time
 from agent.proctree import ProcessTable
 from agent.reload import PolicyWatcher
 from agent.rules import policy_workload, to_rule
@@ -611,9 +611,13 @@ class Agent:
             pol = AgentPolicy(unmanaged=unmanaged,
                               dry_run=self.cfg.dry_run, protected=self._protected())
             assert self.enforcer is not None
+            nvml_memory = self.nvml_sample.memory if self.nvml_sample else None
+            if nvml_memory:  # a sample up to 2 s old: drop processes that have exited since
+                nvml_memory = {p: v for p, v in nvml_memory.items()
+                               if running(p, self.cfg.proc_root)}
             snap = Snapshot(
                 workloads=workloads, ebpf=self._ebpf_view,
-                nvml_memory=self.nvml_sample.memory if self.nvml_sample else None,
+                nvml_memory=nvml_memory,
                 nvml_sm=self.nvml_sample.sm if self.nvml_sample else None,
                 history=self.history, armed=dict(self.enforcer.armed),
                 ebpf_can_kill=self.ebpf is not None)

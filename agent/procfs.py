@@ -44,6 +44,17 @@ def start_time(pid: int, root: str | Path = "/proc") -> int | None:
         return None
 
 
+def running(pid: int, root: str | Path = "/proc") -> bool:
+    """The process exists and is not a zombie or dead: a sampled view (NVML every 1-2 s) can
+    still list a process that has exited since."""
+    try:
+        text = Path(root, str(pid), "stat").read_text()
+    except OSError:
+        return False
+    fields = text.rpartition(")")[2].split()
+    return bool(fields) and fields[0] not in ("Z", "X", "x")
+
+
 def _marker(pid: int, root: str | Path) -> str | None:
     try:
         data = Path(root, str(pid), "environ").read_bytes()

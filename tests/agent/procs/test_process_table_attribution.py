@@ -56,3 +56,17 @@ def test_rebuild_from_proc_tree(tmp_path: Path) -> None:
     assert t.pids_of("b") == {300}
     assert t.pids_of("c") == frozenset()
     assert Pid(500) not in t.owner and Pid(999) not in t.owner
+
+
+def test_exited_and_zombie_processes_are_not_running(tmp_path: Path) -> None:
+    """The agent drops these from a sampled NVML view: a workload's process that has exited
+    since the sample must not come back as an 'unmanaged' GPU process."""
+    from agent.procfs import running
+
+    fake_proc(tmp_path, 20, 1, 100, comm="alive")
+    fake_proc(tmp_path, 21, 1, 100, comm="zombie")
+    stat = tmp_path / "21" / "stat"
+    stat.write_text(stat.read_text().replace(") S ", ") Z "))
+    assert running(20, tmp_path)
+    assert not running(21, tmp_path)
+    assert not running(22, tmp_path)  # gone
