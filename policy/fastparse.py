@@ -149,8 +149,8 @@ class _Parser:
         self.i = i + 1
         line = self.line
         end = self.ends[i] - self.ls + 1
-        return ast.Value("string", tok,
-                         _new_tuple(Span, (self.file, line, end - len(tok), line, end)))
+        return _new_tuple(ast.Value, ("string", tok,
+                         _new_tuple(Span, (self.file, line, end - len(tok), line, end))))
 
     def value(self) -> ast.Value:
         i = self.i
@@ -163,7 +163,8 @@ class _Parser:
         self.i = i + 1
         line = self.line
         end = self.ends[i] - self.ls + 1
-        return ast.Value(kind, tok, _new_tuple(Span, (self.file, line, end - len(tok), line, end)))
+        span = _new_tuple(Span, (self.file, line, end - len(tok), line, end))
+        return _new_tuple(ast.Value, (kind, tok, span))
 
     def word(self) -> int:
         """Index of the word that must come next (any word: a name)."""
@@ -196,13 +197,13 @@ class _Parser:
                 if toks[n][0] not in _DIGITS or toks[n][-1] not in _DIGITS:
                     raise _Decline
                 self.i = n + 1
-                number = ast.Value("number", toks[n], self.span(n))
+                number = _new_tuple(ast.Value, ("number", toks[n], self.span(n)))
                 self.newline()
-                out.append(ast.Version(number, self.join(keyword, number.span)))
+                out.append(_new_tuple(ast.Version, (number, self.join(keyword, number.span))))
             elif text == "include":
                 path = self.string()
                 self.newline()
-                out.append(ast.Include(path, self.join(keyword, path.span)))
+                out.append(_new_tuple(ast.Include, (path, self.join(keyword, path.span))))
             else:
                 raise _Decline
 
@@ -220,7 +221,7 @@ class _Parser:
                                          self.ends[i] - self.ls + 1))
                 self.i = i + 1
                 self.newline()
-                return ast.Block(kind, name, tuple(stmts), span, keyword)
+                return _new_tuple(ast.Block, (kind, name, tuple(stmts), span, keyword))
             if tok[0] not in _WORD_START:
                 raise _Decline
             self.i = i + 1
@@ -236,14 +237,14 @@ class _Parser:
         if word == "match":
             expr = self.expr()
             self.newline()
-            return ast.Match(expr, self.join(head, expr.span))
+            return _new_tuple(ast.Match, (expr, self.join(head, expr.span)))
         if word == "default":
             assigns = [self.assign(ast.Assign, "=")]
             while toks[self.i] == ",":
                 self.i += 1
                 assigns.append(self.assign(ast.Assign, "="))
             self.newline()
-            return ast.Default(tuple(assigns), self.join(head, assigns[-1].span))
+            return _new_tuple(ast.Default, (tuple(assigns), self.join(head, assigns[-1].span)))
         if word == "cap":
             items = [self.assign(ast.CapItem, "<=")]
             while toks[self.i] == ",":
@@ -253,16 +254,17 @@ class _Parser:
             if toks[self.i][0] in _WORD_START:
                 i = self.i
                 self.i = i + 1
-                behaviour = ast.Value("word", toks[i], self.span(i))
+                behaviour = _new_tuple(ast.Value, ("word", toks[i], self.span(i)))
             self.newline()
             last = behaviour.span if behaviour is not None else items[-1].span
-            return ast.Cap(tuple(items), behaviour, self.join(head, last))
+            return _new_tuple(ast.Cap, (tuple(items), behaviour, self.join(head, last)))
         if word == "deny":
             reason = self.string() if toks[self.i][0] == '"' else None
             self.newline()
-            return ast.Admission(False, reason, self.join(head, reason.span) if reason else head)
+            span = self.join(head, reason.span) if reason else head
+            return _new_tuple(ast.Admission, (False, reason, span))
         self.newline()  # allow
-        return ast.Admission(True, None, head)
+        return _new_tuple(ast.Admission, (True, None, head))
 
     def assign(self, cls: type[ast.Assign] | type[ast.CapItem],
                op: str) -> ast.Assign | ast.CapItem:
@@ -274,7 +276,7 @@ class _Parser:
         key_span = self.span(i)
         self.i = i + 2
         value = self.value()
-        return cls(key, key_span, value, self.join(key_span, value.span))
+        return _new_tuple(cls, (key, key_span, value, self.join(key_span, value.span)))
 
     def setting(self, key: str, key_span: Span) -> ast.Setting:
         toks = self.toks
@@ -284,7 +286,8 @@ class _Parser:
         while toks[self.i][0] not in _NL_START:
             values.append(self.value())
         self.newline()
-        return ast.Setting(key, key_span, tuple(values), self.join(key_span, values[-1].span))
+        span = self.join(key_span, values[-1].span)
+        return _new_tuple(ast.Setting, (key, key_span, tuple(values), span))
 
     # ---- match expressions
 
@@ -303,7 +306,7 @@ class _Parser:
                 items.extend(last.items)
             else:
                 items.append(last)
-        return ast.Or(tuple(items), self.join(first.span, last.span))
+        return _new_tuple(ast.Or, (tuple(items), self.join(first.span, last.span)))
 
     def and_expr(self) -> ast.Expr:
         toks = self.toks
@@ -319,7 +322,7 @@ class _Parser:
                     items.extend(last.items)
                 else:
                     items.append(last)
-            first = ast.And(tuple(items), self.join(first.span, last.span))
+            first = _new_tuple(ast.And, (tuple(items), self.join(first.span, last.span)))
         # Past an operand Lark's state takes `and`, `or`, `)` or `_NL` and no IDENT: another
         # word would lex as a keyword prefix there.
         tok = toks[self.i]
@@ -338,7 +341,7 @@ class _Parser:
             raise _Decline
         operand = self.not_expr()
         self.depth -= 1
-        return ast.Not(operand, self.join(head, operand.span))
+        return _new_tuple(ast.Not, (operand, self.join(head, operand.span)))
 
     def atom(self) -> ast.Expr:
         toks = self.toks
@@ -359,14 +362,14 @@ class _Parser:
             head = self.span(i)
             self.i = i + 1
             field = self.field(self.word())
-            return ast.Has(field, self.join(head, field.span))
+            return _new_tuple(ast.Has, (field, self.join(head, field.span)))
         field = self.field(self.word())
         i = self.i
         op = toks[i]
         self.i = i + 1
         if op in _CMP_OPS:
             value = self.string()
-            return ast.Compare(field, op, value, self.join(field.span, value.span))
+            return _new_tuple(ast.Compare, (field, op, value, self.join(field.span, value.span)))
         if op == "in":
             return self.in_list(field, False)
         if op == "not" and toks[i + 1] == "in":
@@ -385,9 +388,9 @@ class _Parser:
             span = _new_tuple(Span, (self.file, name_span[1], name_span[2], self.line,
                                      self.ends[i] - self.ls + 1))
             if c == '"':
-                return ast.Field(toks[name], ast.unquote(key), True, span, name_span)
-            return ast.Field(toks[name], key, False, span, name_span)
-        return ast.Field(toks[name], None, False, name_span, name_span)
+                return _new_tuple(ast.Field, (toks[name], ast.unquote(key), True, span, name_span))
+            return _new_tuple(ast.Field, (toks[name], key, False, span, name_span))
+        return _new_tuple(ast.Field, (toks[name], None, False, name_span, name_span))
 
     def in_list(self, field: ast.Field, negated: bool) -> ast.In:
         toks = self.toks
@@ -408,4 +411,4 @@ class _Parser:
         fs = field.span
         span = _new_tuple(Span, (self.file, fs[1], fs[2], self.line, self.ends[i] - self.ls + 1))
         self.i = i + 1
-        return ast.In(field, tuple(values), negated, span)
+        return _new_tuple(ast.In, (field, tuple(values), negated, span))

@@ -15,12 +15,12 @@ from policy.fastinit import fast_init
 S = Span("f.gwp", 1, 2, 1, 5)
 
 
-def test_nodes_get_every_field_positional_or_keyword() -> None:
-    v = ast.Value("string", '"a"', S)
-    assert (v.kind, v.text, v.span) == ("string", '"a"', S)
-    assert ast.Value(kind="string", span=S, text='"a"') == v
-    assert hash(ast.Value("string", '"a"', S)) == hash(v)
-    assert ast.Value("word", '"a"', S) != v
+def test_every_field_is_set_positional_or_keyword() -> None:
+    d = Decision(4, "4GiB", S, "deny")
+    assert (d.value, d.text, d.span, d.behaviour) == (4, "4GiB", S, "deny")
+    assert Decision(text="4GiB", value=4, behaviour="deny", span=S) == d
+    assert hash(Decision(4, "4GiB", S, "deny")) == hash(d)
+    assert Decision(4, "4GiB", S) != d
 
 
 def test_defaults_and_init_false_fields_are_set() -> None:
@@ -32,13 +32,24 @@ def test_defaults_and_init_false_fields_are_set() -> None:
 
 
 def test_still_frozen_and_argument_errors_still_raise() -> None:
-    v = ast.Value("word", "x", S)
+    d = Decision(1, "1", S)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        v.text = "y"  # type: ignore[misc]
+        d.text = "2"  # type: ignore[misc]
     with pytest.raises(TypeError):
-        ast.Value("word", "x")  # type: ignore[call-arg]
+        Decision(1, "1")  # type: ignore[call-arg]
     with pytest.raises(TypeError):
-        ast.Value("word", "x", S, "extra")  # type: ignore[call-arg]
+        Decision(1, "1", S, "deny", "extra")  # type: ignore[call-arg]
+
+
+def test_syntax_nodes_are_immutable_and_equal_only_to_their_own_kind() -> None:
+    a, b = ast.Value("word", "x", S), ast.Value("word", "x", S)
+    assert a == b and hash(a) == hash(b)
+    assert not a != b  # noqa: SIM202 - __ne__ is defined apart from __eq__
+    with pytest.raises(AttributeError):
+        a.text = "y"  # type: ignore[misc]
+    both = (ast.Has(ast.Field("label", "a", False, S, S), S),) * 2
+    assert ast.And(both, S) != ast.Or(both, S)  # same contents, different operators
+    assert ast.Value("word", "x", S) != ("word", "x", S)
 
 
 def test_classes_it_cannot_serve_are_refused() -> None:

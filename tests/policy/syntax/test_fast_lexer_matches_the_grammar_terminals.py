@@ -45,8 +45,7 @@ def reference(source: str) -> tuple[list[str], list[int]] | None:
     return toks, ends
 
 
-ALPHABET = st.sampled_from(list("aZ_9.0%\"\\\n\r\t\f #=!~<,{}()[]-/é") + ["in", "1.5",
-                                                                          "\r\n", '"x"'])
+ALPHABET = st.sampled_from([*"aZ_9.0%\"\\\n\r\t\f #=!~<,{}()[]-/é", "in", "1.5", "\r\n", '"x"'])
 
 
 @given(st.lists(ALPHABET, max_size=40).map("".join))
