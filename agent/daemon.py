@@ -531,14 +531,14 @@ class Agent:
         t = self.tracked.pop(wid, None)
         self.table.drop_workload(wid)
         self.history = {k: v for k, v in self.history.items() if k[0] != wid}
+        if t is not None and t.reader is not None:
+            with contextlib.suppress(Exception):
+                t.reader.close()
+        self.ledger.remove(wid)  # before the event: whoever reads it finds the region gone
         if t is not None:
-            if t.reader is not None:
-                with contextlib.suppress(Exception):
-                    t.reader.close()
             self._emit({"event": "workload_exited", "workload": self._wl(t), "why": why,
                         "last_action": (self.enforcer.last_action.pop(wid, "")
                                         if self.enforcer else "")})
-        self.ledger.remove(wid)
 
     def _protected(self) -> frozenset[Pid]:
         out = {Pid(os.getpid()), Pid(1)}
