@@ -777,21 +777,31 @@ def _shadowing(ctx: _Ctx, rules: list[CompiledRule],
                 by_label.setdefault(pair, []).append(r)
     scan.sort(key=_by_precedence)
     scan_prec = [r.precedence for r in scan]
+    # The scan rules that set at least a given set of fields, by precedence (most rules share
+    # a handful of such sets): a rule's unindexed candidates are then a slice, not a filter.
+    by_fields: dict[frozenset[str], tuple[list[CompiledRule], list[tuple[int, int]]]] = {}
     for rule, live in zip(rules, lives, strict=True):
         if not live or not rule.sets:
             continue
         prec = rule.precedence
-        start = bisect.bisect_right(scan_prec, prec)
-        found: dict[int, CompiledRule] = {o.order: o for o in scan[start:]}
+        n_scan = len(scan) - bisect.bisect_right(scan_prec, prec)
+        indexed: dict[int, CompiledRule] = {}
         for name, key, value in pinned_values(live):
             hits = by_ns.get(value, ()) if name == "namespace" else by_label.get((key, value), ())
             for o in hits:
                 if o.precedence > prec:
-                    found[o.order] = o
-        if not found or len(found) > MAX_SHADOW_CANDIDATES:
+                    indexed[o.order] = o
+        if not (n_scan or indexed) or n_scan + len(indexed) > MAX_SHADOW_CANDIDATES:
             continue
         mine = rule.sets.keys()
-        above = [o for o in found.values() if o.precedence > prec and mine <= o.sets.keys()]
+        above = [o for o in indexed.values() if mine <= o.sets.keys()]
+        if n_scan:
+            fields = frozenset(mine)
+            group = by_fields.get(fields)
+            if group is None:
+                members = [o for o in scan if fields <= o.sets.keys()]
+                group = by_fields[fields] = (members, [o.precedence for o in members])
+            above.extend(group[0][bisect.bisect_right(group[1], prec):])
         if not above:
             continue
         for other in sorted(above, key=_by_precedence, reverse=True):
