@@ -128,7 +128,9 @@ class CompiledRule:
         return pred
 
     def matches(self, workload: Workload) -> bool:
-        pred = self.predicate
+        pred = self._predicate
+        if pred is _UNCOMPILED:
+            pred = self.predicate
         return pred is None or pred(workload)
 
     def canonical(self) -> dict[str, object]:
