@@ -164,8 +164,10 @@ class CompiledPolicy:
             else:
                 for key, value in keys[1]:
                     self._by_label.setdefault((key, value), []).append(rule)
+        # The digest is sha256 of canonical() as JSON with sorted keys; _sorted_canonical()
+        # builds every mapping in key order already, so the encoder need not sort.
         self.digest: str = hashlib.sha256(
-            json.dumps(self.canonical(), sort_keys=True, separators=(",", ":")).encode()
+            json.dumps(self._sorted_canonical(), separators=(",", ":")).encode()
         ).hexdigest()
         self.unmanaged: EffectiveRule = self._unmanaged()
 
@@ -178,6 +180,17 @@ class CompiledPolicy:
             "defaults": {k: d.text for k, d in sorted(self.defaults.items())},
             "unmanaged": {k: d.text for k, d in sorted(self.unmanaged_settings.items())},
             "rules": [r.canonical() for r in self.rules],
+        }
+
+    def _sorted_canonical(self) -> dict[str, object]:
+        """canonical() with every mapping in sorted key order (what sort_keys would produce)."""
+        return {
+            "defaults": {k: d.text for k, d in sorted(self.defaults.items())},
+            "rules": [{"match": r.match_text, "name": r.name,
+                       "sets": {k: [d.text, d.behaviour] for k, d in sorted(r.sets.items())},
+                       "weight": r.weight} for r in self.rules],
+            "unmanaged": {k: d.text for k, d in sorted(self.unmanaged_settings.items())},
+            "version": 1,
         }
 
     def __eq__(self, other: object) -> bool:
