@@ -19,13 +19,13 @@ ebpf_ok=1
 
 # ---- system packages -------------------------------------------------------------------------
 apt_pkgs=(build-essential make python3 python3-venv python3-dev bpfcc-tools python3-bpfcc
-          prometheus util-linux procps)
+          prometheus util-linux procps libatomic1)
 missing_pkgs() {
   local p out=()
   for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || out+=("$p")
   done
-  printf '%s\n' "${out[@]}"
+  [ ${#out[@]} -eq 0 ] || printf '%s\n' "${out[@]}"
 }
 headers_pkg() {
   # Prefer headers of the running kernel; Debian's generic headers serve uprobe programs when the
