@@ -207,21 +207,31 @@ static __always_inline void gw_alloc_enter(__u32 kind, __u64 out, __u64 bytes, _
 		gw_error(GW_ERR_PENDING_FULL);
 }
 
+/* Take this thread's pending entry of `slot` at the return of its outermost call; 0 while a
+ * nested call of the same family returns (its depth is unwound instead) or when none is kept. */
+static __always_inline int gw_pending_take(__u32 tid, __u32 slot, struct gw_pending *out)
+{
+	struct gw_pending_key pk = {.tid = tid, .slot = slot};
+	struct gw_pending *pv = pending.lookup(&pk);
+	if (!pv)
+		return 0;
+	if (pv->depth > 0) {
+		pv->depth -= 1;
+		return 0;
+	}
+	*out = *pv;
+	pending.delete(&pk);
+	return 1;
+}
+
 /* Return of an allocation: on success read the out-parameter and account. */
 static __always_inline void gw_alloc_return(struct pt_regs *ctx, __u32 ns)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 pid = id >> 32, tid = (__u32)id;
-	struct gw_pending_key pk = {.tid = tid, .slot = GW_SLOT_ALLOC};
-	struct gw_pending *pv = pending.lookup(&pk);
-	if (!pv)
+	struct gw_pending a;
+	if (!gw_pending_take(tid, GW_SLOT_ALLOC, &a))
 		return;
-	if (pv->depth > 0) {
-		pv->depth -= 1;
-		return;
-	}
-	struct gw_pending a = *pv;
-	pending.delete(&pk);
 	__u32 result = (__u32)PT_REGS_RC(ctx);
 	if (result != 0) {
 		gw_emit(a.kind, a.device, a.bytes, 0, GW_EVENT_FAILED, result);
@@ -330,16 +340,9 @@ static __always_inline void gw_ctx_return(struct pt_regs *ctx, int push)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 pid = id >> 32, tid = (__u32)id;
-	struct gw_pending_key pk = {.tid = tid, .slot = GW_SLOT_CTX};
-	struct gw_pending *pv = pending.lookup(&pk);
-	if (!pv)
+	struct gw_pending a;
+	if (!gw_pending_take(tid, GW_SLOT_CTX, &a))
 		return;
-	if (pv->depth > 0) {
-		pv->depth -= 1;
-		return;
-	}
-	struct gw_pending a = *pv;
-	pending.delete(&pk);
 	__u32 result = (__u32)PT_REGS_RC(ctx);
 	if (result != 0) {
 		gw_emit(a.kind, a.device, 0, 0, GW_EVENT_FAILED, result);
