@@ -332,34 +332,31 @@ GWSIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
     return cuMemFree_v2(dptr); /* back to its pool (kept reserved) or to the device */
 }
 
-GWSIM_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+/* The two pool getters differ only in which pool of the device they return. */
+static CUresult get_pool(CUmemoryPool *out, CUdevice dev,
+                         struct CUmemPoolHandle_st *(*which)(int device))
 {
     CUresult rc = gwsim_check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (pool_out == NULL)
+    if (out == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = gwsim_check_device(dev)) != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&g_sim.lock);
-    *pool_out = default_pool(dev);
+    *out = which(dev);
     pthread_mutex_unlock(&g_sim.lock);
     return CUDA_SUCCESS;
 }
 
+GWSIM_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    return get_pool(pool_out, dev, default_pool);
+}
+
 GWSIM_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
-    CUresult rc = gwsim_check_init();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (pool == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = gwsim_check_device(dev)) != CUDA_SUCCESS)
-        return rc;
-    pthread_mutex_lock(&g_sim.lock);
-    *pool = current_pool(dev);
-    pthread_mutex_unlock(&g_sim.lock);
-    return CUDA_SUCCESS;
+    return get_pool(pool, dev, current_pool);
 }
 
 static CUresult check_location(const CUmemLocation *loc)
