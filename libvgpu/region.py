@@ -155,6 +155,7 @@ COMPUTE_YIELD = {"auto": 0, "yield": 1, "run": 2}
 COMPUTE_POLICIES = ("default", "force", "disable")
 COMPUTE_FLAG_SHARING, COMPUTE_FLAG_LIMITED = 0x1, 0x2
 COMPUTE_FLAG_YIELDING, COMPUTE_FLAG_NODE_UNKNOWN = 0x4, 0x8
+COMPUTE_FLAG_TURNS = 0x10
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,7 @@ class ComputeState:
     policy: str
     cost_scale: float = 1.0  # correction of charged costs: DVFS x busy feedback (1.0: none)
     sat_mhz: int = 0  # SM clock the shims saw on the saturated GPU (0: none yet)
+    turns: bool = False  # takes turns with other paced containers on the GPU
 
 
 class RegionError(Exception):
@@ -554,6 +556,7 @@ class Region:
             sharing=bool(d.flags & COMPUTE_FLAG_SHARING),
             yielding=bool(d.flags & COMPUTE_FLAG_YIELDING),
             node_unknown=bool(d.flags & COMPUTE_FLAG_NODE_UNKNOWN),
+            turns=bool(d.flags & COMPUTE_FLAG_TURNS),
             charged_ns=int(d.charged_ns),
             waited_ns=int(d.waited_ns),
             launches=int(d.launches),

@@ -14,6 +14,9 @@
  * dead or stopped process: it is ignored, and anyone may take it over with a CAS on `owner`.
  * Times are CLOCK_MONOTONIC ns (one clock for the whole node).
  *
+ * Paced containers that share a GPU take turns (limiter.h, "turns"): each computes the same
+ * windows from the LIMITED slots' limit_pct, so the region needs no lock for it.
+ *
  * Fixed-width fields, naturally aligned, accessed with __atomic builtins; heartbeat_ns is stored
  * last (release) after the other fields of a newly claimed slot, and loaded first (acquire).
  */
@@ -40,7 +43,7 @@ struct vgpu_node_slot {
     uint32_t priority;     /* 0 high, 1 low */
     uint32_t pid;          /* informational: the pid in the owner's namespace */
     uint32_t flags;        /* VGPU_NODE_FLAG_* */
-    uint32_t reserved;
+    uint32_t limit_pct;    /* the share the owner is paced to (with FLAG_LIMITED): its turn */
 };
 
 /* 64 + 64 * VGPU_NODE_SLOTS bytes */

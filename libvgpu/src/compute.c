@@ -57,6 +57,7 @@ struct cdev {
     uint32_t yield;   /* verdict: wait (atomic) */
     uint32_t track;   /* others share the GPU: keep the busy horizon even when not paced */
     uint32_t sharing; /* another container is active on the GPU: pace in bursts (atomic) */
+    uint64_t turn;    /* paced containers take turns: off_ns << 32 | len_ns, 0 none (atomic) */
     uint32_t scale_ppm; /* correction of charged costs: DVFS x busy feedback (atomic) */
     /* the clock thread's own (limiter.h: DVFS correction, busy feedback) */
     nvmlDevice_t nvml;  /* NULL: none */
@@ -385,6 +386,21 @@ static void start_clock_thread(void)
 
 /* ---- the ticker ---------------------------------------------------------------------------- */
 
+/* This container's turn on the device among the paced containers active there (limiter.h). */
+static uint64_t turn_of(const struct cdev *c, uint64_t now, uint32_t limit)
+{
+    struct lim_turn_member m[LIM_TURN_MAX];
+    struct lim_turn t;
+    uint32_t n = vgpu_node_paced(G.node, c->uuid, G.container_id, now, m, LIM_TURN_MAX - 1);
+
+    if (n == 0)
+        return 0;
+    m[n].id = G.container_id;
+    m[n].limit_pct = limit;
+    t = lim_turn_window(m, n + 1, G.container_id);
+    return (uint64_t)t.off_ns << 32 | t.len_ns;
+}
+
 static void tick(uint64_t now)
 {
     uint32_t w = __atomic_fetch_and(&vgpu_compute_word, ~VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
@@ -418,10 +434,11 @@ static void tick(uint64_t now)
             if (c->node_slot < 0 ||
                 vgpu_node_beat(G.node, c->node_slot, &G.me, now, active,
                                (LD(&c->limit) ? VGPU_NODE_FLAG_LIMITED : 0u) |
-                                   (LD(&c->yield) ? VGPU_NODE_FLAG_YIELDING : 0u)) != 0) {
+                                   (LD(&c->yield) ? VGPU_NODE_FLAG_YIELDING : 0u),
+                               LD(&c->limit)) != 0) {
                 c->node_slot = vgpu_node_claim(G.node, &G.me, c->uuid, now);
                 if (c->node_slot >= 0)
-                    vgpu_node_beat(G.node, c->node_slot, &G.me, now, active, 0);
+                    vgpu_node_beat(G.node, c->node_slot, &G.me, now, active, 0, 0);
             }
             vgpu_node_census(G.node, c->uuid, G.container_id, now, &census);
         }
@@ -444,6 +461,9 @@ static void tick(uint64_t now)
                      r.limit_pct, r.yield ? ", yielding" : "");
         ST(&c->limit, r.limit_pct);
         ST(&c->yield, r.yield);
+        ST(&c->turn, v.node_known && r.limit_pct && !r.yield ? turn_of(c, now, r.limit_pct) : 0u);
+        if (LD(&c->turn))
+            flags |= VGPU_COMPUTE_FLAG_TURNS;
         ST(&c->track, census.present > 0 ? 1u : 0u);
         ST(&c->sharing, census.high + census.low > 0 ? 1u : 0u);
         if (census.high + census.low)
@@ -694,6 +714,30 @@ static uint64_t add_waited(struct cdev *c, uint64_t from)
     return w;
 }
 
+/* Waits for this container's turn (limiter.h) to launch `cost` ns of estimated work; returns
+ * the time after the wait.  Gives up when the turns, the limit or the yield verdict change. */
+static uint64_t wait_turn(struct cdev *c, uint64_t cost, uint64_t from)
+{
+    uint64_t now = from;
+
+    for (;;) {
+        uint64_t turn = LD(&c->turn), hz = LD(&c->horizon), w;
+        struct lim_turn t = {(uint32_t)(turn >> 32), (uint32_t)turn};
+
+        if (turn == 0 || LD(&c->limit) == 0 || LD(&c->yield))
+            break;
+        w = lim_turn_wait(t, now, hz > now ? hz - now : 0, cost);
+        if (w == 0)
+            break;
+        __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
+        sleep_until(now + (w > SLEEP_CHUNK_NS ? SLEEP_CHUNK_NS : w));
+        now = vgpu_compute_now();
+    }
+    if (now != from)
+        add_waited(c, from);
+    return now;
+}
+
 void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream)
 {
     uint32_t w;
@@ -761,11 +805,18 @@ void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream)
     if (limit != 0) {
         /* Charged: the GPU time the launch would take on the saturated GPU (DVFS correction). */
         uint64_t charge = lim_scale_cost(est, LD(&c->scale_ppm));
-        if (LD(&c->sharing))
+        int turns = LD(&c->turn) != 0;
+        if (turns) {
+            /* Taking turns: the window holds the share; the pacer, with a period of credit,
+             * only keeps the long-run share of kernels longer than the window. */
+            now = wait_turn(c, charge, now);
+            wait = lim_pacer_book(&c->blk->tat_ns, now, charge, limit, LIM_TURN_PERIOD_NS);
+        } else if (LD(&c->sharing)) {
             wait = lim_pacer_book_bursty(&c->blk->tat_ns, now, charge, limit,
                                          TOLERANCE_SHARED_NS);
-        else
+        } else {
             wait = lim_pacer_book(&c->blk->tat_ns, now, charge, limit, TOLERANCE_NS);
+        }
         if (wait > 0) {
             uint64_t until = now + wait;
             for (uint64_t t = now; t < until && LD(&c->limit) != 0 && !LD(&c->yield);
@@ -773,6 +824,8 @@ void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream)
                 sleep_until(until - t > SLEEP_CHUNK_NS ? t + SLEEP_CHUNK_NS : until);
             add_waited(c, now);
             now = vgpu_compute_now();
+            if (turns)
+                now = wait_turn(c, charge, now);
         }
         ADD(&c->blk->charged_ns, est);
     }

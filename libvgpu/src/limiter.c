@@ -44,6 +44,60 @@ uint64_t lim_pacer_book_bursty(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns,
     return base > now_ns + tolerance_ns ? base - now_ns : 0;
 }
 
+/* ---- turns ----------------------------------------------------------------------------------- */
+
+struct lim_turn lim_turn_window(const struct lim_turn_member *m, uint32_t n, uint64_t me)
+{
+    struct lim_turn_member u[LIM_TURN_MAX];
+    struct lim_turn t = {0, 0};
+    uint64_t total = 0, before = 0;
+    uint32_t nu = 0, i, j, mine = LIM_TURN_MAX;
+
+    for (i = 0; i < n; i++) { /* distinct ids, largest limit each */
+        if (m[i].id == 0 || m[i].limit_pct == 0 || m[i].limit_pct >= 100)
+            continue;
+        for (j = 0; j < nu && u[j].id != m[i].id; j++)
+            ;
+        if (j < nu) {
+            if (m[i].limit_pct > u[j].limit_pct)
+                u[j].limit_pct = m[i].limit_pct;
+        } else if (nu < LIM_TURN_MAX) {
+            u[nu++] = m[i];
+        }
+    }
+    for (i = 0; i < nu; i++) {
+        total += u[i].limit_pct;
+        if (u[i].id < me)
+            before += u[i].limit_pct;
+        if (u[i].id == me)
+            mine = i;
+    }
+    if (nu < 2 || mine == LIM_TURN_MAX)
+        return t;
+    if (total < 100)
+        total = 100;
+    t.off_ns = (uint32_t)(LIM_TURN_PERIOD_NS * before / total);
+    t.len_ns = (uint32_t)(LIM_TURN_PERIOD_NS * (before + u[mine].limit_pct) / total) - t.off_ns;
+    return t;
+}
+
+uint64_t lim_turn_wait(struct lim_turn t, uint64_t now_ns, uint64_t queued_ns, uint64_t cost_ns)
+{
+    uint64_t rel;
+
+    if (t.len_ns == 0)
+        return 0;
+    rel = (now_ns % LIM_TURN_PERIOD_NS + LIM_TURN_PERIOD_NS - t.off_ns) % LIM_TURN_PERIOD_NS;
+    if (rel < t.len_ns) {
+        uint64_t left = t.len_ns - rel;
+        if (queued_ns + cost_ns <= left)
+            return 0;
+        if (cost_ns > t.len_ns && queued_ns == 0 && rel < t.len_ns / 2)
+            return 0;
+    }
+    return LIM_TURN_PERIOD_NS - rel;
+}
+
 /* ---- clock (DVFS) correction ------------------------------------------------------------------ */
 
 static uint64_t isqrt64(uint64_t x)

@@ -37,6 +37,40 @@ uint64_t lim_pacer_increment(uint64_t cost_ns, uint32_t limit_pct);
 uint64_t lim_pacer_book_bursty(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns,
                                uint32_t limit_pct, uint64_t tolerance_ns);
 
+/* ---- turns: time division between paced containers sharing a GPU ---------------------------
+ * When two paced containers have kernels queued at the same time, the GPU time-slices between
+ * their contexts, and each switch costs it time (H200, 30 % + 70 %: the 70 % container got
+ * 59.5 % with per-launch pacing, 62.5 % with bursts).  So paced containers that share a GPU take
+ * turns instead: every LIM_TURN_PERIOD_NS of CLOCK_MONOTONIC (one clock for the whole node) is
+ * cut into one window per paced container, in the order of container ids, each as long as the
+ * container's share (shares scaled down to fit when they add up to more than 100).  A container
+ * launches only inside its window, and only work its estimates say ends before the window does,
+ * so that one context at a time has work on the GPU.  Every container computes the same windows
+ * from the node region, with no lock and no hand-over: a dead container's window just stays idle
+ * until its slot goes stale. */
+#define LIM_TURN_PERIOD_NS 40000000ull
+#define LIM_TURN_MAX       64u /* paced containers per GPU taken into account */
+
+struct lim_turn_member {
+    uint64_t id;        /* container id, nonzero */
+    uint32_t limit_pct; /* 1..99 */
+};
+
+struct lim_turn {
+    uint32_t off_ns; /* window start within the period */
+    uint32_t len_ns; /* window length; 0: no turns (fewer than two paced containers) */
+};
+
+/* The window of container `me` among the paced containers `m` (any order; an id may repeat, its
+ * largest limit counts; `me` must be one of them; entries with limit 0 or >= 100 are ignored). */
+struct lim_turn lim_turn_window(const struct lim_turn_member *m, uint32_t n, uint64_t me);
+
+/* How long a launch of `cost_ns` must wait for its turn at `now_ns`, 0 = go, when the caller's
+ * queued work (its estimate) ends `queued_ns` from now.  A launch goes inside the window when it
+ * ends before the window does; a launch longer than the whole window goes at the start of one
+ * with nothing queued, in the first half of the window (the pacer keeps its long-run share). */
+uint64_t lim_turn_wait(struct lim_turn t, uint64_t now_ns, uint64_t queued_ns, uint64_t cost_ns);
+
 /* ---- clock (DVFS) correction ------------------------------------------------------------------
  * A power-capped GPU runs slower clocks under full load (H200, 4096² bf16 matmul: 1515 MHz at
  * 700 W) than under a limited load (1980 MHz), so a kernel takes less GPU time when its container

@@ -92,6 +92,7 @@ int vgpu_node_claim(struct vgpu_node_region *r, const struct vgpu_node_me *me,
         ST(&s->priority, me->priority);
         ST(&s->pid, me->pid);
         ST(&s->flags, 0);
+        ST(&s->limit_pct, 0);
         ST(&s->active_ns, now_ns);
         ST(&s->container_id, me->container_id);
         __atomic_store_n(&s->heartbeat_ns, now_ns, __ATOMIC_RELEASE);
@@ -101,13 +102,14 @@ int vgpu_node_claim(struct vgpu_node_region *r, const struct vgpu_node_me *me,
 }
 
 int vgpu_node_beat(struct vgpu_node_region *r, int slot, const struct vgpu_node_me *me,
-                   uint64_t now_ns, uint64_t active_ns, uint32_t flags)
+                   uint64_t now_ns, uint64_t active_ns, uint32_t flags, uint32_t limit_pct)
 {
     struct vgpu_node_slot *s = &r->slots[slot];
 
     if (LD(&s->owner) != me->owner)
         return -1;
     ST(&s->priority, me->priority);
+    ST(&s->limit_pct, limit_pct);
     ST(&s->flags, flags);
     if (active_ns > LD(&s->active_ns))
         ST(&s->active_ns, active_ns);
@@ -175,4 +177,36 @@ void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
         else
             out->low++;
     }
+}
+
+uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16],
+                         uint64_t my_container, uint64_t now_ns, struct lim_turn_member *out,
+                         uint32_t max)
+{
+    uint32_t i, n = 0;
+
+    for (i = 0; i < VGPU_NODE_SLOTS && n < max; i++) {
+        const struct vgpu_node_slot *s = &r->slots[i];
+        uint64_t beat, cid;
+        uint32_t flags, limit;
+
+        if (LD(&s->owner) == 0)
+            continue;
+        beat = __atomic_load_n(&s->heartbeat_ns, __ATOMIC_ACQUIRE);
+        if (!fresh(beat, now_ns, VGPU_NODE_STALE_NS))
+            continue;
+        cid = LD(&s->container_id);
+        if (cid == 0 || cid == my_container || memcmp(s->uuid, uuid, 16) != 0 ||
+            !fresh(LD(&s->active_ns), now_ns, VGPU_NODE_ACTIVE_NS))
+            continue;
+        flags = LD(&s->flags);
+        limit = LD(&s->limit_pct);
+        if (!(flags & VGPU_NODE_FLAG_LIMITED) || (flags & VGPU_NODE_FLAG_YIELDING) ||
+            limit == 0 || limit >= 100)
+            continue;
+        out[n].id = cid;
+        out[n].limit_pct = limit;
+        n++;
+    }
+    return n;
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "limiter.h"
 #include "vgpu_node.h"
 
 #define VGPU_NODE_STALE_NS  250000000ull /* heartbeat older than this: dead or stopped */
@@ -27,10 +28,10 @@ struct vgpu_node_me {
 int vgpu_node_claim(struct vgpu_node_region *r, const struct vgpu_node_me *me,
                     const uint8_t uuid[16], uint64_t now_ns);
 
-/* The owner's tick: heartbeat, activity, flags, priority.  Returns -1 if the slot was taken
- * over (the owner was stopped for longer than VGPU_NODE_STALE_NS): claim again. */
+/* The owner's tick: heartbeat, activity, flags, priority, paced share.  Returns -1 if the slot
+ * was taken over (the owner was stopped for longer than VGPU_NODE_STALE_NS): claim again. */
 int vgpu_node_beat(struct vgpu_node_region *r, int slot, const struct vgpu_node_me *me,
-                   uint64_t now_ns, uint64_t active_ns, uint32_t flags);
+                   uint64_t now_ns, uint64_t active_ns, uint32_t flags, uint32_t limit_pct);
 
 /* Marks activity at once (a launch after idleness), so neighbours see it within their tick. */
 void vgpu_node_touch(struct vgpu_node_region *r, int slot, uint64_t now_ns);
@@ -48,5 +49,11 @@ struct vgpu_node_census {
  * active_ns within VGPU_NODE_ACTIVE_NS (active_ns may lie ahead: work still queued). */
 void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
                       uint64_t my_container, uint64_t now_ns, struct vgpu_node_census *out);
+
+/* The other containers paced on `uuid` and active at `now_ns` (LIMITED, not YIELDING), as turn
+ * members (limiter.h), one per process slot; returns how many were stored (at most `max`). */
+uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16],
+                         uint64_t my_container, uint64_t now_ns, struct lim_turn_member *out,
+                         uint32_t max);
 
 #endif

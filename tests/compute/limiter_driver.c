@@ -19,6 +19,8 @@
  *   limiter_driver sat UTIL:MHZ...         (prints f_sat after each NVML sample)
  *   limiter_driver feedback K_PPM BUSY_NS CHARGED_NS WINDOW_NS [ROUNDS]
  *       prints the factor after each of ROUNDS (default 1) windows with the same readings
+ *   limiter_driver window ME ID:LIMIT...   (prints lim_turn_window: off_ns len_ns)
+ *   limiter_driver turnwait OFF_NS LEN_NS NOW_NS QUEUED_NS COST_NS   (prints lim_turn_wait)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,6 +197,25 @@ static int cmd_feedback(int argc, char **a)
     return 0;
 }
 
+static int cmd_window(int n, char **a)
+{
+    struct lim_turn_member m[LIM_TURN_MAX * 2];
+    uint32_t k = 0;
+    struct lim_turn t;
+
+    for (int i = 1; i < n && k < LIM_TURN_MAX * 2; i++) {
+        char *colon = strchr(a[i], ':');
+        if (colon == NULL)
+            return 2;
+        m[k].id = arg_u64(a[i]);
+        m[k].limit_pct = (uint32_t)arg_u64(colon + 1);
+        k++;
+    }
+    t = lim_turn_window(m, k, arg_u64(a[0]));
+    printf("%u %u\n", t.off_ns, t.len_ns);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 7 && strcmp(argv[1], "pace") == 0)
@@ -225,6 +246,14 @@ int main(int argc, char **argv)
         return cmd_sat(argc - 2, argv + 2);
     if (argc >= 6 && strcmp(argv[1], "feedback") == 0)
         return cmd_feedback(argc - 2, argv + 2);
+    if (argc >= 3 && strcmp(argv[1], "window") == 0)
+        return cmd_window(argc - 2, argv + 2);
+    if (argc == 7 && strcmp(argv[1], "turnwait") == 0) {
+        struct lim_turn t = {(uint32_t)arg_u64(argv[2]), (uint32_t)arg_u64(argv[3])};
+        printf("%llu\n", (unsigned long long)lim_turn_wait(t, arg_u64(argv[4]), arg_u64(argv[5]),
+                                                          arg_u64(argv[6])));
+        return 0;
+    }
     fprintf(stderr, "usage: see the comment at the top of limiter_driver.c\n");
     return 2;
 }

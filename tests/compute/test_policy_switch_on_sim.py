@@ -8,7 +8,7 @@ import pytest
 
 @pytest.mark.slow
 def test_alone_force_holds_disable_and_default_do_not(loop, make_sim_gpu, tmp_path) -> None:
-    # Simulated GPUs of different state files share UUIDs: one node region each keeps them apart.
+    # One simulated GPU per policy, and a node region each: three containers alone.
     procs = {
         policy: loop.start(make_sim_gpu().env, "kernel", 1000, 2.5, CUDA_DEVICE_SM_LIMIT="30",
                            GPU_CORE_UTILIZATION_POLICY=policy,

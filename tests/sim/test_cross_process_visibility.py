@@ -64,3 +64,9 @@ def test_devices_and_memory_come_from_the_first_creator(sim_progs, make_sim_gpu,
     assert len({d["uuid"] for d in view["devices"]}) == 3
     assert [len(d["processes"]) for d in view["devices"]] == [0, 0, 1]
     w.finish()
+
+
+def test_two_state_files_are_two_different_gpus(make_sim_gpu):
+    # the compute limiter's node region tells GPUs apart by UUID
+    first, second = (nvml_view(make_sim_gpu().env)["devices"][0]["uuid"] for _ in range(2))
+    assert first != second

@@ -105,13 +105,17 @@ uint64_t gwsim_proc_starttime(int32_t pid)
     return strtoull(p, NULL, 10);
 }
 
-static void uuid_for(unsigned index, uint8_t out[16])
+static void uuid_for(unsigned index, uint64_t file_id, uint8_t out[16])
 {
-    /* Deterministic: FNV-1a over a fixed tag and the index, stretched to 16 bytes. */
+    /* FNV-1a over a fixed tag, the state file's identity and the index, stretched to 16 bytes:
+     * fixed for the life of the file, and two state files are two different sets of GPUs (the
+     * compute limiter's node region tells GPUs apart by UUID). */
     uint64_t h = 1469598103934665603ULL;
     const char *tag = "gpuwarden-sim-gpu";
     for (const char *c = tag; *c; c++)
         h = (h ^ (uint8_t)*c) * 1099511628211ULL;
+    for (unsigned i = 0; i < 8; i++)
+        h = (h ^ ((file_id >> (8 * i)) & 0xffu)) * 1099511628211ULL;
     for (unsigned i = 0; i < 16; i++) {
         h = (h ^ (index * 16u + i)) * 1099511628211ULL;
         out[i] = (uint8_t)(h >> 56);
@@ -134,7 +138,7 @@ static int env_size(const char *name, uint64_t fallback, uint64_t *out)
     return 0;
 }
 
-static int fill_new_state(struct gwsim_state *st)
+static int fill_new_state(struct gwsim_state *st, uint64_t file_id)
 {
     uint64_t memory, overhead;
     const char *devs = getenv("GPUWARDEN_SIM_DEVICES");
@@ -164,7 +168,7 @@ static int fill_new_state(struct gwsim_state *st)
         d->sm_count = GWSIM_SM_COUNT;
         d->index = i;
         snprintf(d->name, sizeof d->name, "NVIDIA H200 (gpuwarden simulated)");
-        uuid_for(i, d->uuid);
+        uuid_for(i, file_id, d->uuid);
     }
     __atomic_store_n(&st->version, GWSIM_VERSION, __ATOMIC_RELEASE);
     __atomic_store_n(&st->magic, GWSIM_MAGIC, __ATOMIC_RELEASE);
@@ -212,7 +216,7 @@ static void state_open(void)
         goto fail;
     }
     struct gwsim_state *st = map;
-    if (fresh && fill_new_state(st) != 0) {
+    if (fresh && fill_new_state(st, (uint64_t)sb.st_dev << 32 ^ (uint64_t)sb.st_ino) != 0) {
         if (ftruncate(fd, 0) != 0) { /* leave no half-made file behind */
         }
         goto fail;

@@ -1,0 +1,72 @@
+"""Paced containers sharing a GPU take turns (lim_turn_window, lim_turn_wait): the period is cut
+into one window per container, by share, in container-id order, and a launch goes only when its
+estimated work ends inside the caller's window."""
+
+from __future__ import annotations
+
+import pytest
+
+PERIOD = 40_000_000
+MS = 1_000_000
+
+
+def window(driver, me: int, *members: str) -> tuple[int, int]:
+    off, length = driver.run("window", me, *members).split()
+    return int(off), int(length)
+
+
+def test_windows_follow_id_order_and_shares(limiter_driver) -> None:
+    assert window(limiter_driver, 7, "7:30", "9:70") == (0, 12 * MS)
+    assert window(limiter_driver, 9, "7:30", "9:70") == (12 * MS, 28 * MS)
+    # the order of the members does not matter, and repeated ids (processes) count once
+    assert window(limiter_driver, 9, "9:70", "7:30", "9:70", "7:20") == (12 * MS, 28 * MS)
+
+
+def test_windows_never_overlap_and_fit_the_period(limiter_driver) -> None:
+    members = ("3:10", "5:25", "8:40", "11:15")
+    spans = sorted(window(limiter_driver, int(m.split(":")[0]), *members) for m in members)
+    end = 0
+    for off, length in spans:
+        assert off >= end
+        end = off + length
+    assert end <= PERIOD
+    assert [length for _, length in spans] == [4 * MS, 10 * MS, 16 * MS, 6 * MS]
+
+
+def test_oversubscribed_shares_are_scaled_to_fit(limiter_driver) -> None:
+    # 70 + 70: each gets half of the period, in proportion to its share
+    assert window(limiter_driver, 1, "1:70", "2:70") == (0, 20 * MS)
+    assert window(limiter_driver, 2, "1:70", "2:70") == (20 * MS, 20 * MS)
+
+
+@pytest.mark.parametrize("members", [("4:30",), ("4:30", "6:0"), ("4:30", "6:100")])
+def test_no_turns_without_a_second_paced_container(limiter_driver, members) -> None:
+    assert window(limiter_driver, 4, *members)[1] == 0
+
+
+def wait(driver, off: int, length: int, now: int, queued: int, cost: int) -> int:
+    return int(driver.run("turnwait", off, length, now, queued, cost))
+
+
+def test_launch_goes_only_when_it_ends_inside_the_window(limiter_driver) -> None:
+    off, length = 12 * MS, 28 * MS
+    base = 1000 * PERIOD
+    # inside the window with room: go
+    assert wait(limiter_driver, off, length, base + 13 * MS, 1 * MS, 200_000) == 0
+    # inside, but the queued work plus this launch would run past the window: next window
+    assert wait(limiter_driver, off, length, base + 39 * MS, 800_000, 300_000) == 13 * MS
+    # before the window: wait for its start
+    assert wait(limiter_driver, off, length, base + 2 * MS, 0, 200_000) == 10 * MS
+
+
+def test_kernel_longer_than_the_window_goes_at_its_start(limiter_driver) -> None:
+    off, length = 0, 12 * MS
+    base = 77 * PERIOD
+    assert wait(limiter_driver, off, length, base + 1 * MS, 0, 20 * MS) == 0
+    # not with work still queued, nor late in the window
+    assert wait(limiter_driver, off, length, base + 1 * MS, 5 * MS, 20 * MS) == 39 * MS
+    assert wait(limiter_driver, off, length, base + 10 * MS, 0, 20 * MS) == 30 * MS
+
+
+def test_no_window_means_no_wait(limiter_driver) -> None:
+    assert wait(limiter_driver, 0, 0, 123 * MS, 50 * MS, 10 * MS) == 0
