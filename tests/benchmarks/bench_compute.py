@@ -182,6 +182,7 @@ def worker(args: argparse.Namespace) -> int:
                     "cost_scale": s2.cost_scale,
                     "sat_mhz": s2.sat_mhz,
                     "sharing": s2.sharing,
+                    "turns": s2.turns,
                     "yielding": s2.yielding,
                 }
             ),
@@ -334,6 +335,7 @@ def bench_shared(r: Runner, alone: float) -> dict:
             "achieved_pct": round(pct, 1),
             "ok": abs(pct - lim) <= 5,
             "sharing_seen": res["sharing"],
+            "turns_seen": res["turns"],
             **_keep(res),
         }
     return out
@@ -430,13 +432,13 @@ def markdown(res: dict) -> str:
     if sh:
         lines += [
             "",
-            "| two containers (4096²) | achieved % of alone | within ±5 | shim charged % |",
-            "| --- | --- | --- | --- |",
+            "| two containers (4096²) | achieved % of alone | within ±5 | shim charged % | turns |",
+            "| --- | --- | --- | --- | --- |",
         ]
         for k in ("30", "70"):
             lines.append(
                 f"| limit {k} | {sh[k]['achieved_pct']} | {sh[k]['ok']} | "
-                f"{sh[k].get('charged_pct', '')} |"
+                f"{sh[k].get('charged_pct', '')} | {sh[k].get('turns_seen', '')} |"
             )
         lines.append(f"\nGPU while shared: {sh['gpu']}")
     pr = res["priority"]
