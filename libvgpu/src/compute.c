@@ -40,6 +40,7 @@ typedef nvmlReturn_t (*nvml_init_fn)(void);
 typedef nvmlReturn_t (*nvml_by_uuid_fn)(const char *uuid, nvmlDevice_t *device);
 typedef nvmlReturn_t (*nvml_clock_fn)(nvmlDevice_t device, unsigned int type, unsigned int *mhz);
 typedef nvmlReturn_t (*nvml_util_fn)(nvmlDevice_t device, nvmlUtilization_t *utilization);
+typedef nvmlReturn_t (*nvml_mw_fn)(nvmlDevice_t device, unsigned int *milliwatts);
 #define NVML_CLOCK_SM_ID 1u /* nvmlClockType_t NVML_CLOCK_SM */
 
 struct pend {
@@ -62,6 +63,8 @@ struct cdev {
     /* the clock thread's own (limiter.h: DVFS correction, busy feedback) */
     nvmlDevice_t nvml;  /* NULL: none */
     uint32_t sat_mhz;   /* SM clock seen on the saturated GPU, 0 none yet */
+    uint32_t est_mhz;   /* f_sat estimated from power while sat_mhz is 0 (limiter.h), 0 none */
+    uint32_t limit_mw;  /* the GPU's enforced power limit, 0 unknown */
     uint32_t fb_ppm;    /* busy-feedback factor */
     uint32_t fb_limit;  /* the limit the feedback conditions started with */
     uint64_t fb_since;  /* when the feedback conditions (paced, alone) began, 0 not now */
@@ -260,7 +263,8 @@ static void find_proc_slot(void)
 
 /* One clock-thread sample of a device: fold the SM clock into the DVFS correction and the
  * utilisation into the busy feedback, and publish their product. */
-static void clock_sample(struct cdev *c, uint64_t t, uint32_t mhz, int have_mhz, uint32_t util)
+static void clock_sample(struct cdev *c, uint64_t t, uint32_t mhz, int have_mhz, uint32_t util,
+                         uint32_t power_mw)
 {
     struct vgpu_compute_device *blk = __atomic_load_n(&c->blk, __ATOMIC_ACQUIRE);
     uint32_t limit = LD(&c->limit);
@@ -270,7 +274,13 @@ static void clock_sample(struct cdev *c, uint64_t t, uint32_t mhz, int have_mhz,
 
     if (have_mhz) {
         c->sat_mhz = lim_sat_update(c->sat_mhz, mhz, util);
-        dvfs = lim_clock_scale_ppm(mhz, c->sat_mhz);
+        if (c->sat_mhz == 0) { /* never seen saturated: estimate from power (limiter.h) */
+            uint32_t e = lim_sat_estimate(mhz, power_mw, util, c->limit_mw);
+            if (e != 0)
+                c->est_mhz = c->est_mhz == 0 ? e
+                                             : (uint32_t)(((uint64_t)c->est_mhz * 7u + e) / 8u);
+        }
+        dvfs = lim_clock_scale_ppm(mhz, c->sat_mhz ? c->sat_mhz : c->est_mhz);
     }
     /* Busy feedback: windows of FEEDBACK_WINDOW_NS, only while paced at one limit and alone on
      * the GPU (no other container present, not yielding) for FEEDBACK_SETTLE_NS already:
@@ -312,6 +322,7 @@ static void *clock_main(void *arg)
     nvml_by_uuid_fn by_uuid = NULL;
     nvml_clock_fn clk = NULL;
     nvml_util_fn util = NULL;
+    nvml_mw_fn power = NULL, power_limit = NULL;
     uint64_t next;
     int d, any = 0;
 
@@ -321,6 +332,8 @@ static void *clock_main(void *arg)
         *(void **)&by_uuid = vgpu_real_dlsym(h, "nvmlDeviceGetHandleByUUID");
         *(void **)&clk = vgpu_real_dlsym(h, "nvmlDeviceGetClockInfo");
         *(void **)&util = vgpu_real_dlsym(h, "nvmlDeviceGetUtilizationRates");
+        *(void **)&power = vgpu_real_dlsym(h, "nvmlDeviceGetPowerUsage");
+        *(void **)&power_limit = vgpu_real_dlsym(h, "nvmlDeviceGetEnforcedPowerLimit");
     }
     if (init == NULL || by_uuid == NULL || util == NULL || init() != NVML_SUCCESS) {
         vgpu_log(VGPU_LOG_INFO, "compute: NVML unavailable (%s); costs are not corrected for "
@@ -339,7 +352,13 @@ static void *clock_main(void *arg)
                  "%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7],
                  u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
         if (by_uuid(name, &dev) == NVML_SUCCESS) {
+            unsigned int mw = 0;
+            struct vgpu_compute_device *blk = __atomic_load_n(&G.dev[d].blk, __ATOMIC_ACQUIRE);
             G.dev[d].nvml = dev;
+            if (power_limit != NULL && power_limit(dev, &mw) == NVML_SUCCESS)
+                G.dev[d].limit_mw = mw;
+            /* an earlier process of the container saw this GPU saturated: start from there */
+            G.dev[d].sat_mhz = LD(&blk->sat_mhz);
             any = 1;
         }
     }
@@ -356,13 +375,15 @@ static void *clock_main(void *arg)
             next = vgpu_compute_now();
         for (d = 0; d < G.ndev; d++) {
             struct cdev *c = &G.dev[d];
-            unsigned int mhz = 0;
+            unsigned int mhz = 0, mw = 0;
             nvmlUtilization_t ut = {0, 0};
             int have_mhz;
             if (c->nvml == NULL || util(c->nvml, &ut) != NVML_SUCCESS)
                 continue;
             have_mhz = clk != NULL && clk(c->nvml, NVML_CLOCK_SM_ID, &mhz) == NVML_SUCCESS;
-            clock_sample(c, vgpu_compute_now(), mhz, have_mhz, ut.gpu > 100u ? 100u : ut.gpu);
+            if (power == NULL || power(c->nvml, &mw) != NVML_SUCCESS)
+                mw = 0;
+            clock_sample(c, vgpu_compute_now(), mhz, have_mhz, ut.gpu > 100u ? 100u : ut.gpu, mw);
         }
     }
     return NULL;

@@ -93,6 +93,18 @@ uint32_t lim_clock_scale_ppm(uint32_t f_now_mhz, uint32_t f_sat_mhz);
  * first one sets it; unsaturated samples leave it. */
 uint32_t lim_sat_update(uint32_t f_sat_mhz, uint32_t f_now_mhz, uint32_t util_pct);
 
+/* f_sat estimated before the GPU was ever seen saturated (a container paced from its first
+ * launch on): one NVML sample of the SM clock, the power draw, the GPU's utilisation and its
+ * enforced power limit.  The saturated GPU would draw about power * 100 / util (idle power
+ * counted as busy: an over-estimate, which charges more, the safe side); when that exceeds the
+ * limit, the clock drops until it fits, and dynamic power goes with about the cube of the clock
+ * (voltage follows frequency), so f_sat = f_now * (limit / p_sat)^(1/3), at least f_now / 2.
+ * Returns f_now when no capping is expected, 0 when the sample says nothing (util below
+ * LIM_EST_MIN_UTIL_PCT or already saturated, or a reading missing). */
+#define LIM_EST_MIN_UTIL_PCT 5u
+uint32_t lim_sat_estimate(uint32_t f_now_mhz, uint32_t power_mw, uint32_t util_pct,
+                          uint32_t limit_mw);
+
 /* cost scaled by ppm (rounding down, saturating). */
 uint64_t lim_scale_cost(uint64_t cost_ns, uint32_t scale_ppm);
 

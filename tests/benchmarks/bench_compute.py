@@ -9,6 +9,9 @@ unlimited run in the same invocation:
    GPU_CORE_UTILIZATION_POLICY=force: an unlimited phase, then limits 10/30/50/70 set at run time
    through the container region (libvgpu.region), each phase measured after its first second;
    achieved = throughput / unlimited throughput.
+   "cold": 4096² eager paced from its first launch (CUDA_DEVICE_SM_LIMIT in the environment, a
+   fresh process and container per limit, never unlimited first), so the DVFS correction has
+   only the power-based estimate of the saturated clock.
 2. Two containers (4096², low priority, default policy) at 30 and 70 sharing the GPU.
 3. A high-priority job (4096², no limit) sharing with a low-priority one: its throughput over its
    alone (unlimited) throughput, and what the low-priority job got.
@@ -39,7 +42,7 @@ sys.path.insert(0, str(REPO))
 LIMITS = (10, 30, 50, 70)
 PHASE_S = 2.0  # each limit phase (--phase); the first WARM_S of each is not measured
 WARM_S = 0.7
-SECTIONS = ("l4096", "l1024", "g1024", "shared", "priority", "overhead")
+SECTIONS = ("l4096", "l1024", "g1024", "cold", "shared", "priority", "overhead")
 
 
 # ---- NVML sampler (driver side, no libvgpu): what the GPU did in each measured window -----------
@@ -321,6 +324,30 @@ def judge(b: dict) -> dict:
     return b
 
 
+def bench_cold(r: Runner, alone: float) -> dict:
+    points = []
+    for lim in LIMITS:
+        res = r.results(
+            r.start(
+                4096,
+                f"-1:{r.phase_s}",
+                CUDA_DEVICE_SM_LIMIT=str(lim),
+                GPU_CORE_UTILIZATION_POLICY="force",
+            )
+        )[0]
+        pct = 100 * res["matmuls_per_s"] / alone
+        points.append(
+            {
+                "limit_pct": lim,
+                "matmuls_per_s": round(res["matmuls_per_s"], 1),
+                "achieved_pct": round(pct, 1),
+                "ok": abs(pct - lim) <= 5,
+                **_keep(res),
+            }
+        )
+    return {"points": points}
+
+
 def bench_shared(r: Runner, alone: float) -> dict:
     start = time.monotonic() + 12.0
     dur = 2 * r.phase_s + r.warm_s
@@ -428,6 +455,19 @@ def markdown(res: dict) -> str:
                 f"{p.get('sm_mhz', '')} | {p.get('power_w', '')} | "
                 f"{p.get('charged_pct', '')} | {p.get('cost_scale', '')} |"
             )
+    cold = res.get("cold")
+    if cold:
+        lines += [
+            "",
+            "| 4096² paced from the first launch | limit % | achieved % of alone | within ±5 | "
+            "SM MHz | W | cost scale |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for p in cold["points"]:
+            lines.append(
+                f"| cold | {p['limit_pct']} | {p['achieved_pct']} | {p['ok']} | "
+                f"{p.get('sm_mhz', '')} | {p.get('power_w', '')} | {p.get('cost_scale', '')} |"
+            )
     sh = res["shared"]
     if sh:
         lines += [
@@ -520,8 +560,9 @@ def main(argv: list[str] | None = None) -> int:
         alone = 0.0
         if res["limits"] and res["limits"][0]["size"] == 4096:
             alone = res["limits"][0]["unlimited_matmuls_per_s"]
-        elif only & {"shared", "priority"}:
+        elif only & {"cold", "shared", "priority"}:
             alone = bench_limits_alone(r)
+        res["cold"] = bench_cold(r, alone) if "cold" in only else {}
         res["shared"] = bench_shared(r, alone) if "shared" in only else {}
         res["priority"] = bench_priority(r, alone) if "priority" in only else {}
         res["overhead"] = bench_overhead(r) if "overhead" in only else {}

@@ -19,6 +19,7 @@
  *   limiter_driver sat UTIL:MHZ...         (prints f_sat after each NVML sample)
  *   limiter_driver feedback K_PPM BUSY_NS CHARGED_NS WINDOW_NS [ROUNDS]
  *       prints the factor after each of ROUNDS (default 1) windows with the same readings
+ *   limiter_driver satest F_NOW POWER_MW UTIL LIMIT_MW   (prints lim_sat_estimate)
  *   limiter_driver window ME ID:LIMIT...   (prints lim_turn_window: off_ns len_ns)
  *   limiter_driver turnwait OFF_NS LEN_NS NOW_NS QUEUED_NS COST_NS   (prints lim_turn_wait)
  */
@@ -246,6 +247,11 @@ int main(int argc, char **argv)
         return cmd_sat(argc - 2, argv + 2);
     if (argc >= 6 && strcmp(argv[1], "feedback") == 0)
         return cmd_feedback(argc - 2, argv + 2);
+    if (argc == 6 && strcmp(argv[1], "satest") == 0) {
+        printf("%u\n", lim_sat_estimate((uint32_t)arg_u64(argv[2]), (uint32_t)arg_u64(argv[3]),
+                                        (uint32_t)arg_u64(argv[4]), (uint32_t)arg_u64(argv[5])));
+        return 0;
+    }
     if (argc >= 3 && strcmp(argv[1], "window") == 0)
         return cmd_window(argc - 2, argv + 2);
     if (argc == 7 && strcmp(argv[1], "turnwait") == 0) {

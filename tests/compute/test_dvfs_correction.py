@@ -62,3 +62,39 @@ def test_pacer_with_correction_holds_full_load_throughput(limiter_driver) -> Non
     assert throughput_pct == pytest.approx(30, abs=5)
     # the GPU time it takes at the higher clock stays below the limit
     assert launches_per_s * 175e-6 < 0.30
+
+
+def estimate(driver, f_now: int, power_mw: int, util: int, limit_mw: int) -> int:
+    return int(driver.run("satest", f_now, power_mw, util, limit_mw))
+
+
+@pytest.mark.parametrize(
+    ("power_w", "util"),
+    # H200 readings, 4096² bf16 matmul paced from the start at 30 / 50 / 70 % (1980 MHz); the
+    # saturated GPU ran it at 1494-1538 MHz, power-capped at 700 W
+    [(337.9, 27), (482.1, 45), (620.6, 64)],
+)
+def test_unsaturated_power_predicts_a_lower_saturated_clock(limiter_driver, power_w, util) -> None:
+    f = estimate(limiter_driver, 1980, int(power_w * 1000), util, 700_000)
+    expected = 1980 * (700 / (power_w * 100 / util)) ** (1 / 3)
+    assert f == pytest.approx(expected, abs=2)
+    # below the clock it runs at now, and between the measured saturated clock and 1980 MHz
+    assert 1494 <= f < 1980
+
+
+def test_no_capping_expected_means_no_correction(limiter_driver) -> None:
+    # a light workload: saturated it would draw 300 W of a 700 W limit
+    assert estimate(limiter_driver, 1980, 90_000, 30, 700_000) == 1980
+
+
+@pytest.mark.parametrize(
+    ("power_mw", "util", "limit_mw"),
+    [(300_000, 2, 700_000), (300_000, 96, 700_000), (0, 30, 700_000), (300_000, 30, 0)],
+)
+def test_uninformative_samples_give_no_estimate(limiter_driver, power_mw, util, limit_mw) -> None:
+    # an idle GPU, an already saturated one (measured instead), missing readings
+    assert estimate(limiter_driver, 1980, power_mw, util, limit_mw) == 0
+
+
+def test_estimate_is_bounded_by_half_the_clock(limiter_driver) -> None:
+    assert estimate(limiter_driver, 1980, 700_000, 5, 100_000) == 990
