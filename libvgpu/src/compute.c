@@ -276,9 +276,10 @@ static void clock_sample(struct cdev *c, uint64_t t, uint32_t mhz, int have_mhz,
         c->sat_mhz = lim_sat_update(c->sat_mhz, mhz, util);
         if (c->sat_mhz == 0) { /* never seen saturated: estimate from power (limiter.h) */
             uint32_t e = lim_sat_estimate(mhz, power_mw, util, c->limit_mw);
+            /* half way to each sample: settled within a few samples (the phase after a
+             * limit change is measured from 0.7 s on), noise averaged by the pacer */
             if (e != 0)
-                c->est_mhz = c->est_mhz == 0 ? e
-                                             : (uint32_t)(((uint64_t)c->est_mhz * 7u + e) / 8u);
+                c->est_mhz = c->est_mhz == 0 ? e : (uint32_t)(((uint64_t)c->est_mhz + e) / 2u);
         }
         dvfs = lim_clock_scale_ppm(mhz, c->sat_mhz ? c->sat_mhz : c->est_mhz);
     }

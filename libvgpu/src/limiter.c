@@ -146,28 +146,28 @@ uint32_t lim_sat_update(uint32_t f_sat_mhz, uint32_t f_now_mhz, uint32_t util_pc
 uint32_t lim_sat_estimate(uint32_t f_now_mhz, uint32_t power_mw, uint32_t util_pct,
                           uint32_t limit_mw)
 {
-    uint64_t p_sat, target, lo, hi;
+    double p_sat, rhs;
+    uint32_t lo, hi;
 
     if (f_now_mhz == 0 || power_mw == 0 || limit_mw == 0 || util_pct < LIM_EST_MIN_UTIL_PCT ||
         util_pct >= LIM_SAT_UTIL_PCT)
         return 0;
-    p_sat = (uint64_t)power_mw * 100u / util_pct;
-    if (p_sat <= limit_mw)
+    p_sat = (double)power_mw * 100.0 / util_pct;
+    if (p_sat <= (double)limit_mw)
         return f_now_mhz;
-    /* the largest f with f^3 <= f_now^3 * limit / p_sat (f_now < 2^21 MHz keeps this in range) */
-    if (f_now_mhz >= 1u << 20)
-        return 0;
-    target = (uint64_t)f_now_mhz * f_now_mhz * f_now_mhz / p_sat * limit_mw;
+    /* the largest f with (f / f_now)^3 <= (limit / p_sat)^2, i.e. power ~ clock^1.5 */
+    rhs = (double)f_now_mhz * f_now_mhz * f_now_mhz * ((double)limit_mw * limit_mw) /
+          (p_sat * p_sat);
     lo = f_now_mhz / 2u;
     hi = f_now_mhz;
     while (lo < hi) {
-        uint64_t mid = (lo + hi + 1) / 2;
-        if (mid * mid * mid <= target)
+        uint32_t mid = lo + (hi - lo + 1u) / 2u;
+        if ((double)mid * mid * mid <= rhs)
             lo = mid;
         else
-            hi = mid - 1;
+            hi = mid - 1u;
     }
-    return (uint32_t)lo;
+    return lo;
 }
 
 uint32_t lim_busy_feedback(uint32_t k_ppm, uint64_t busy_ns, uint64_t charged_ns,
