@@ -36,6 +36,7 @@
 uint32_t vgpu_compute_word;
 
 typedef CUresult (*is_capturing_fn)(CUstream stream, int *status);
+typedef CUresult (*exchange_mode_fn)(CUstreamCaptureMode *mode);
 typedef nvmlReturn_t (*nvml_init_fn)(void);
 typedef nvmlReturn_t (*nvml_by_uuid_fn)(const char *uuid, nvmlDevice_t *device);
 typedef nvmlReturn_t (*nvml_clock_fn)(nvmlDevice_t device, unsigned int type, unsigned int *mhz);
@@ -104,6 +105,7 @@ static struct {
     uint32_t env_limit[VGPU_MAX_DEVICES];
     uint64_t last_active_ns;
     is_capturing_fn is_capturing;
+    exchange_mode_fn exchange_mode;
     uint32_t clock_started;
     struct lim_cost_table costs;
     struct cdev dev[VGPU_MAX_DEVICES];
@@ -601,8 +603,11 @@ static void init_once(void)
 
     h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     G.is_capturing = NULL;
-    if (h != NULL && vgpu_real_dlsym != NULL)
+    G.exchange_mode = NULL;
+    if (h != NULL && vgpu_real_dlsym != NULL) {
         *(void **)&G.is_capturing = vgpu_real_dlsym(h, "cuStreamIsCapturing");
+        *(void **)&G.exchange_mode = vgpu_real_dlsym(h, "cuThreadExchangeStreamCaptureMode");
+    }
 
     init_devices();
     tick(vgpu_compute_now());
@@ -722,9 +727,14 @@ static void poll_locked(struct cdev *c)
 static int capturing(CUstream stream)
 {
     int status = 0;
+    CUresult rc;
+
     if (G.is_capturing == NULL)
         return 0;
-    return G.is_capturing(stream, &status) == CUDA_SUCCESS && status != 0;
+    rc = G.is_capturing(stream, &status);
+    /* IMPLICIT: the legacy stream while another thread captures; the launch itself takes part in
+     * (and fails with) that capture, so the gate keeps out of it */
+    return (rc == CUDA_SUCCESS && status != 0) || rc == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
 }
 
 static uint64_t add_waited(struct cdev *c, uint64_t from)
@@ -760,35 +770,16 @@ static uint64_t wait_turn(struct cdev *c, uint64_t cost, uint64_t from)
     return now;
 }
 
-void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream)
+/* The gate proper, for a launch of `key` on `stream` on device `d` (vgpu_compute_enter). */
+static void gate(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d, uint64_t now)
 {
-    uint32_t w;
-    uint64_t now, est, wait, outstanding;
-    CUdevice d = -1;
+    struct cdev *c = &G.dev[d];
+    uint64_t est, wait, outstanding;
     CUcontext ctx = NULL;
-    struct cdev *c;
     uint32_t limit;
     int known = 0;
     int want_sample;
     int bounded;
-
-    g->dev = -1;
-    g->sample = -1;
-    g->est = 0;
-    ensure_init();
-    w = LD(&vgpu_compute_word);
-    if (!(w & VGPU_COMPUTE_TOUCHED))
-        __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
-    if (vgpu_cu.cuCtxGetDevice == NULL || vgpu_cu.cuCtxGetDevice(&d) != CUDA_SUCCESS || d < 0 ||
-        d >= G.ndev)
-        return;
-    c = &G.dev[d];
-    now = vgpu_compute_now();
-    if (!(w & VGPU_COMPUTE_TOUCHED) && G.node != NULL && c->node_slot >= 0)
-        vgpu_node_touch(G.node, c->node_slot, now); /* neighbours see us at their next tick */
-    if (!(w & VGPU_COMPUTE_GATE) || (!LD(&c->limit) && !LD(&c->yield) && !LD(&c->track)) ||
-        capturing(stream))
-        return;
 
     if (LD(&c->yield)) {
         if (G.proc != NULL)
@@ -890,6 +881,42 @@ void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream)
     }
     spin_unlock(&c->lock);
     g->t0 = vgpu_compute_now();
+}
+
+void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream)
+{
+    uint32_t w;
+    uint64_t now;
+    CUdevice d = -1;
+    struct cdev *c;
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    int relaxed;
+
+    g->dev = -1;
+    g->sample = -1;
+    g->est = 0;
+    ensure_init();
+    w = LD(&vgpu_compute_word);
+    if (!(w & VGPU_COMPUTE_TOUCHED))
+        __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
+    if (vgpu_cu.cuCtxGetDevice == NULL || vgpu_cu.cuCtxGetDevice(&d) != CUDA_SUCCESS || d < 0 ||
+        d >= G.ndev)
+        return;
+    c = &G.dev[d];
+    now = vgpu_compute_now();
+    if (!(w & VGPU_COMPUTE_TOUCHED) && G.node != NULL && c->node_slot >= 0)
+        vgpu_node_touch(G.node, c->node_slot, now); /* neighbours see us at their next tick */
+    if (!(w & VGPU_COMPUTE_GATE) || (!LD(&c->limit) && !LD(&c->yield) && !LD(&c->track)) ||
+        capturing(stream))
+        return;
+
+    /* Another thread may be capturing a graph in the global mode, which forbids this thread's
+     * cuEventQuery (it would invalidate that capture): the gate's own driver calls run in the
+     * relaxed mode (they never touch a capturing stream), and the caller's mode is restored. */
+    relaxed = G.exchange_mode != NULL && G.exchange_mode(&mode) == CUDA_SUCCESS;
+    gate(g, key, stream, d, now);
+    if (relaxed)
+        (void)G.exchange_mode(&mode);
 }
 
 void vgpu_compute_leave(struct vgpu_gate *g, CUstream stream, CUresult rc)
