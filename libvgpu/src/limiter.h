@@ -100,10 +100,12 @@ uint32_t lim_sat_update(uint32_t f_sat_mhz, uint32_t f_now_mhz, uint32_t util_pc
  * limit, the clock drops until it fits: f_sat = f_now * (limit / p_sat)^(2/3), at least
  * f_now / 2.  The exponent is a fit, like LIM_CLOCK_ALPHA: on the H200 (4096² bf16 matmul,
  * 700 W) power went with about clock^1.5 between 1980 and ~1480 MHz; 1/3 (voltage following
- * frequency) under-corrected, 57.8 % of the throughput at a 50 % limit.  Returns f_now when no
- * capping is expected, 0 when the sample says nothing (util below LIM_EST_MIN_UTIL_PCT or
- * already saturated, or a reading missing). */
-#define LIM_EST_MIN_UTIL_PCT 5u
+ * frequency) under-corrected, 57.8 % of the throughput at a 50 % limit.  Below
+ * LIM_EST_MIN_UTIL_PCT the idle power dominates and the extrapolation says nothing (H200, 1024²
+ * matmul at 7 % busy and 158 W: "2.3 kW saturated", a launch-bound loop that never gets near the
+ * cap).  Returns f_now when no capping is expected, 0 when the sample says nothing (util below
+ * LIM_EST_MIN_UTIL_PCT or already saturated, or a reading missing). */
+#define LIM_EST_MIN_UTIL_PCT 20u
 uint32_t lim_sat_estimate(uint32_t f_now_mhz, uint32_t power_mw, uint32_t util_pct,
                           uint32_t limit_mw);
 
