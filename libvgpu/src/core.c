@@ -245,50 +245,142 @@ void vgpu_release(int entry, uint64_t bytes)
     vgpu_budget_release(vgpu_core.region.r, vgpu_slot(), (unsigned)entry, bytes);
 }
 
-/* This process's context overhead on an entry: NVML's per-process usage minus what the shim
- * already counted for this process there.  0 when NVML does not list this pid (another PID
- * namespace) or is absent; documented in docs/libvgpu.md. */
-static uint64_t vgpu_measure_context(int entry, struct vgpu_region_proc *s)
+/* ---- context overhead (docs/libvgpu.md, "Contexts") -------------------------------------------
+ * NVML lists processes by host PID; a process in a container's PID namespace has another getpid().
+ * So the pids on the device are read just before the process creates its context there, and the
+ * process is the one that appears: NVML then lists it by a pid this process learns once
+ * (vgpu_host_pid) and matches exactly on its other devices. */
+#define VGPU_CTX_PIDS 256u
+static struct {
+    int taken;
+    unsigned n;
+    unsigned pid[VGPU_CTX_PIDS];
+} vgpu_ctx_before[VGPU_MAX_DEVICES];
+static unsigned vgpu_host_pid; /* this process as NVML lists it, once known; 0 unknown */
+static pthread_mutex_t vgpu_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* NVML's compute processes on an entry's GPU (malloc'ed, *n entries), or NULL.  NVML must be
+ * initialised by the caller. */
+static nvmlProcessInfo_t *vgpu_nvml_procs(int entry, unsigned *n)
 {
     nvmlProcessInfo_t *infos = NULL;
     nvmlDevice_t dev;
     char text[48];
     const uint8_t *u = vgpu_core.region.r->devices[entry].uuid;
-    if (vgpu_nvml_ready() != 0 || vgpu_nvml.nvmlInit_v2 == NULL ||
-        vgpu_nvml.nvmlInit_v2() != NVML_SUCCESS)
-        return 0;
+    nvmlReturn_t rc = NVML_ERROR_INSUFFICIENT_SIZE;
+    unsigned want = 64, cap = 0;
+
     snprintf(text, sizeof text,
              "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
              u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
              u[15]);
-    uint64_t overhead = 0;
-    nvmlReturn_t rc = NVML_ERROR_INSUFFICIENT_SIZE;
-    unsigned n = 64, cap = 0;
-    if (vgpu_nvml.nvmlDeviceGetHandleByUUID(text, &dev) == NVML_SUCCESS &&
-        vgpu_nvml.nvmlDeviceGetComputeRunningProcesses_v3 != NULL) {
-        /* Not a hot path (once per process and device): size the buffer to what NVML says it
-         * needs, with room for processes starting meanwhile, a few tries at most. */
-        for (int tries = 0; tries < 4 && rc == NVML_ERROR_INSUFFICIENT_SIZE; tries++) {
-            nvmlProcessInfo_t *grown = realloc(infos, (size_t)(n + 16) * sizeof *infos);
-            if (grown == NULL)
-                break;
-            infos = grown;
-            cap = n + 16;
-            n = cap;
-            rc = vgpu_nvml.nvmlDeviceGetComputeRunningProcesses_v3(dev, &n, infos);
-        }
+    if (vgpu_nvml.nvmlDeviceGetHandleByUUID(text, &dev) != NVML_SUCCESS ||
+        vgpu_nvml.nvmlDeviceGetComputeRunningProcesses_v3 == NULL)
+        return NULL;
+    /* Not a hot path (once per process and device): size the buffer to what NVML says it needs,
+     * with room for processes starting meanwhile, a few tries at most. */
+    for (int tries = 0; tries < 4 && rc == NVML_ERROR_INSUFFICIENT_SIZE; tries++) {
+        nvmlProcessInfo_t *grown = realloc(infos, (size_t)(want + 16) * sizeof *infos);
+        if (grown == NULL)
+            break;
+        infos = grown;
+        cap = want + 16;
+        want = cap;
+        rc = vgpu_nvml.nvmlDeviceGetComputeRunningProcesses_v3(dev, &want, infos);
     }
-    if (rc == NVML_SUCCESS) {
-        uint64_t tracked = s != NULL ? __atomic_load_n(&s->used_bytes[entry], __ATOMIC_RELAXED)
-                                     : 0;
-        for (unsigned i = 0; i < n && i < cap; i++)
-            if (infos[i].pid == (unsigned)getpid() && infos[i].usedGpuMemory > tracked &&
-                infos[i].usedGpuMemory != (unsigned long long)NVML_VALUE_NOT_AVAILABLE)
-                overhead = infos[i].usedGpuMemory - tracked;
+    if (rc != NVML_SUCCESS) {
+        free(infos);
+        return NULL;
     }
+    *n = want < cap ? want : cap;
+    return infos;
+}
+
+static int vgpu_nvml_open(void)
+{
+    return vgpu_nvml_ready() == 0 && vgpu_nvml.nvmlInit_v2 != NULL &&
+           vgpu_nvml.nvmlInit_v2() == NVML_SUCCESS;
+}
+
+void vgpu_context_before(int entry)
+{
+    nvmlProcessInfo_t *infos;
+    unsigned n = 0;
+
+    if (entry < 0 || vgpu_core.region.r == NULL || vgpu_host_pid != 0 ||
+        __atomic_load_n(&vgpu_core.ctx_charged[entry], __ATOMIC_ACQUIRE) != 0 || !vgpu_nvml_open())
+        return;
+    infos = vgpu_nvml_procs(entry, &n);
+    pthread_mutex_lock(&vgpu_ctx_lock);
+    if (infos != NULL && !vgpu_ctx_before[entry].taken) {
+        for (unsigned i = 0; i < n && i < VGPU_CTX_PIDS; i++)
+            vgpu_ctx_before[entry].pid[i] = infos[i].pid;
+        vgpu_ctx_before[entry].n = n < VGPU_CTX_PIDS ? n : VGPU_CTX_PIDS;
+        vgpu_ctx_before[entry].taken = n <= VGPU_CTX_PIDS; /* a partial list proves nothing */
+    }
+    pthread_mutex_unlock(&vgpu_ctx_lock);
     free(infos);
     vgpu_nvml.nvmlShutdown();
-    return overhead;
+}
+
+static int vgpu_was_there(int entry, unsigned pid)
+{
+    for (unsigned i = 0; i < vgpu_ctx_before[entry].n; i++)
+        if (vgpu_ctx_before[entry].pid[i] == pid)
+            return 1;
+    return 0;
+}
+
+/* This process's context overhead on an entry: NVML's usage for this process minus what the shim
+ * already counted for it there.  Which of NVML's entries is this process, in order: the host pid
+ * once known; getpid() unless that pid was on the GPU before this context (then it is another
+ * namespace's process); the one process that appeared since vgpu_context_before; getpid()
+ * anyway when none appeared (a context made before, unhooked); the largest of several that
+ * appeared at once (the safe side).  0 when none is found or NVML is absent. */
+static uint64_t vgpu_measure_context(int entry, struct vgpu_region_proc *s)
+{
+    nvmlProcessInfo_t *infos;
+    unsigned n = 0, me = (unsigned)getpid(), appeared = 0;
+    int mine = -1, largest = -1, pick = -1;
+    uint64_t used, tracked;
+    const char *how;
+
+    if (!vgpu_nvml_open())
+        return 0;
+    infos = vgpu_nvml_procs(entry, &n);
+    pthread_mutex_lock(&vgpu_ctx_lock);
+    for (unsigned i = 0; infos != NULL && i < n; i++) {
+        if (infos[i].usedGpuMemory == (unsigned long long)NVML_VALUE_NOT_AVAILABLE)
+            continue;
+        if (infos[i].pid == (vgpu_host_pid != 0 ? vgpu_host_pid : me))
+            mine = (int)i;
+        if (vgpu_ctx_before[entry].taken && !vgpu_was_there(entry, infos[i].pid)) {
+            appeared++;
+            if (largest < 0 || infos[i].usedGpuMemory > infos[largest].usedGpuMemory)
+                largest = (int)i;
+        }
+    }
+    if (vgpu_host_pid != 0) {
+        pick = mine, how = "by host pid";
+    } else if (mine >= 0 && !(vgpu_ctx_before[entry].taken && vgpu_was_there(entry, me))) {
+        pick = mine, how = "by pid";
+    } else if (appeared == 1) {
+        pick = largest, how = "as the process that appeared";
+        vgpu_host_pid = infos[largest].pid;
+    } else if (appeared == 0) {
+        pick = mine, how = mine >= 0 ? "by pid, on the GPU before" : "not listed by NVML";
+    } else {
+        pick = largest, how = "as the largest of the processes that appeared";
+    }
+    used = pick >= 0 ? infos[pick].usedGpuMemory : 0;
+    vgpu_log(VGPU_LOG_INFO, "context on device entry %d: NVML pid %u (%s), %llu bytes used", entry,
+             pick >= 0 ? infos[pick].pid : 0u, how, (unsigned long long)used);
+    vgpu_ctx_before[entry].taken = 0;
+    pthread_mutex_unlock(&vgpu_ctx_lock);
+    free(infos);
+    vgpu_nvml.nvmlShutdown();
+    tracked = s != NULL ? __atomic_load_n(&s->used_bytes[entry], __ATOMIC_RELAXED) : 0;
+    return used > tracked ? used - tracked : 0;
 }
 
 void vgpu_register_process(void)
@@ -306,8 +398,6 @@ int vgpu_charge_context(int entry)
         return 0;
     struct vgpu_region_proc *s = vgpu_slot();
     uint64_t bytes = vgpu_measure_context(entry, s);
-    vgpu_log(VGPU_LOG_INFO, "context overhead on device entry %d: %llu bytes", entry,
-             (unsigned long long)bytes);
     if (bytes == 0)
         return 0;
     /* admitted like any allocation: a context that does not fit is refused */

@@ -52,6 +52,9 @@ void vgpu_release(int entry, uint64_t bytes);
  * process is listed as the shim's before NVML can show it on the GPU (the agent would see a
  * GPU process without the shim in between). */
 void vgpu_register_process(void);
+/* Read the pids on an entry's GPU just before this process creates its context there, so that
+ * vgpu_charge_context finds the process in NVML even from another PID namespace. */
+void vgpu_context_before(int entry);
 int vgpu_charge_context(int entry);
 /* Reclaim dead processes, at most every 100 ms (memory queries call it). */
 void vgpu_maybe_reclaim(void);

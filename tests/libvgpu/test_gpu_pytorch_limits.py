@@ -142,3 +142,37 @@ def test_two_processes_cannot_hold_2000_mib_each(tmp_path: Path) -> None:
         for p in procs:
             p.stdin.close()
             p.wait(timeout=60)
+
+
+CONTEXT = r"""
+import torch
+torch.zeros(1, device="cuda")
+torch.cuda.synchronize()
+print("ok", flush=True)
+"""
+
+
+def test_context_is_counted_inside_a_pid_namespace(tmp_path: Path) -> None:
+    """A pod's processes live in their own PID namespace, where NVML's host pids never equal
+    getpid(): the shim still finds its process (the one that appeared on the GPU while it made
+    its context) and counts the context, as it does outside."""
+    pytest.importorskip("torch", reason="PyTorch is needed for this GPU test")
+    unshare = shutil.which("unshare")
+    assert unshare is not None, "unshare (util-linux) is needed for this GPU test"
+    counted = {}
+    for where, prefix in (("host", []), ("namespace", [unshare, "--pid", "--fork",
+                                                       "--mount-proc"])):
+        region = tmp_path / f"{where}.region"
+        res = subprocess.run(
+            [*prefix, sys.executable, "-c", CONTEXT],
+            env={**shim_env(tmp_path), "CUDA_DEVICE_MEMORY_SHARED_CACHE": str(region)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-2000:]
+        with Region.open(region) as r:
+            counted[where] = r.snapshot().devices[0].peak_bytes
+    # the context (about 500 MiB on the H200) counted in both, within 64 MiB of each other
+    assert counted["host"] > 200 * MiB, counted
+    assert abs(counted["namespace"] - counted["host"]) < 64 * MiB, counted

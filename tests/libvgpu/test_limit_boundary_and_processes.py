@@ -44,6 +44,22 @@ def test_context_overhead_is_measured(shim) -> None:
 
 
 
+def test_context_is_counted_from_another_pid_namespace(shim) -> None:
+    """In a container's PID namespace NVML lists host pids, never getpid(): the process is the
+    one that appeared on the GPU while it created its context, other processes there already."""
+    ctx = 123 * MiB
+    run = shim("4g", GPUWARDEN_SIM_CTX_OVERHEAD=str(ctx), GPUWARDEN_SIM_NVML_PID_OFFSET="1000000")
+    crowd = []
+    try:
+        for _ in range(3):
+            crowd.append(_hold(run, "info")[0])
+        assert free_now(run) == 4 * GiB - 4 * ctx
+    finally:
+        for p in crowd:
+            p.kill()
+            p.wait()
+
+
 def test_context_is_measured_with_more_gpu_processes_than_a_first_nvml_buffer(shim) -> None:
     """NVML's process list is read with a buffer sized to what NVML says it needs: with 70
     other processes on the GPU, the newcomer's context is still found and counted."""

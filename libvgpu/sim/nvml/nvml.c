@@ -64,6 +64,19 @@ GWSIM_EXPORT nvmlReturn_t nvmlShutdown(void)
     return NVML_SUCCESS;
 }
 
+/* GPUWARDEN_SIM_NVML_PID_OFFSET: the pids NVML reports are the processes' own plus this, as a
+ * real NVML reports host pids to a process in a container's PID namespace. */
+static unsigned nvml_pid(int32_t pid)
+{
+    static int offset = -1;
+    if (__atomic_load_n(&offset, __ATOMIC_RELAXED) < 0) {
+        const char *v = getenv("GPUWARDEN_SIM_NVML_PID_OFFSET");
+        long o = v != NULL ? strtol(v, NULL, 10) : 0;
+        __atomic_store_n(&offset, o > 0 && o < (1L << 30) ? (int)o : 0, __ATOMIC_RELAXED);
+    }
+    return (unsigned)pid + (unsigned)__atomic_load_n(&offset, __ATOMIC_RELAXED);
+}
+
 static struct gwsim_state *ready(void)
 {
     return __atomic_load_n(&g_init_count, __ATOMIC_ACQUIRE) > 0 ? gwsim_state() : NULL;
@@ -306,7 +319,7 @@ static nvmlReturn_t running_processes(nvmlDevice_t device, unsigned int *infoCou
         return NVML_ERROR_INSUFFICIENT_SIZE;
     }
     for (unsigned i = 0; i < n; i++) {
-        infos[i].pid = (unsigned)procs[i]->pid;
+        infos[i].pid = nvml_pid(procs[i]->pid);
         infos[i].usedGpuMemory = __atomic_load_n(&procs[i]->used[device->index], __ATOMIC_ACQUIRE);
         infos[i].gpuInstanceId = GWSIM_NOT_AVAILABLE;
         infos[i].computeInstanceId = GWSIM_NOT_AVAILABLE;
@@ -400,7 +413,7 @@ GWSIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     uint64_t from = now > since_ns ? now - since_ns : 0;
     for (unsigned i = 0; i < n; i++) {
         uint64_t busy = gwsim_busy_between(st, device->index, (uint32_t)procs[i]->pid, from, now);
-        utilization[i].pid = (unsigned)procs[i]->pid;
+        utilization[i].pid = nvml_pid(procs[i]->pid);
         utilization[i].timeStamp = now_us;
         utilization[i].smUtil = percent(busy, now - from);
         utilization[i].memUtil = 0;
