@@ -24,6 +24,7 @@ from agent.audit import AuditLog
 from agent.decide import AgentPolicy, core_plan, decide, judge, remember
 from agent.enforce import Enforcer
 from agent.exporter import Row, View
+from agent.gpumap import ebpf_by_uuid, visible_gpus
 from agent.ledger import Ledger, WorkloadRecord, safe_id
 from agent.model import (
     GpuUuid,
@@ -35,7 +36,7 @@ from agent.model import (
     Workload,
     WorkloadKey,
 )
-from agent.procfs import MARKER_ENV, read_proc, running, scan, start_time
+from agent.procfs import MARKER_ENV, environ_values, read_proc, running, scan, start_time
 from agent.proctree import ProcessTable
 from agent.reload import PolicyWatcher
 from agent.rules import policy_workload, to_rule
@@ -106,6 +107,7 @@ class Agent:
         self._nvml_next = 0.0
         self.ebpf: Any = None
         self.ebpf_reason = "disabled (--no-ebpf)" if not cfg.ebpf else "not started"
+        self._env_gpus: dict[tuple[int, int], list[str] | None] = {}
         self.procevents: Any = None
         self.region_errors_total = 0
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -565,20 +567,29 @@ class Agent:
         if self.ebpf is None:
             return None
         uuids = [d.uuid for d in self.devices]
-        out: dict[Pid, dict[GpuUuid, int]] = {}
-        for pid, per in self.ebpf.snapshot().items():
-            for dev, b in per.items():
-                if not b:
-                    continue
-                if 0 <= dev < len(uuids):
-                    u = GpuUuid(uuids[dev])
-                elif uuids:  # context not known to the probe: the first GPU
-                    u = GpuUuid(uuids[0])
-                else:
-                    u = GpuUuid(f"device-{dev}")
-                d = out.setdefault(Pid(pid), {})
-                d[u] = d.get(u, 0) + b
-        return out
+        ledger = self.ebpf.snapshot()
+        nvml = self.nvml_sample.memory if self.nvml_sample else {}
+        nvml_gpus = {Pid(pid): [u for u in uuids if u in nvml.get(Pid(pid), {})]
+                     for pid in ledger}
+        env_gpus = {Pid(pid): self._visible_gpus(pid, uuids) for pid in ledger}
+        return ebpf_by_uuid(ledger, uuids, nvml_gpus, env_gpus)
+
+    def _visible_gpus(self, pid: int, uuids: list[str]) -> list[str] | None:
+        """The GPUs a process's environment at exec shows it (gpumap.visible_gpus), cached per
+        process (pid and start time)."""
+        start = start_time(pid, self.cfg.proc_root)
+        if start is None:
+            return None
+        cache = self._env_gpus
+        key = (pid, start)
+        if key not in cache:
+            if len(cache) > 4096:
+                cache.clear()
+            env = environ_values(pid, ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"),
+                                 self.cfg.proc_root)
+            cache[key] = visible_gpus(env.get("NVIDIA_VISIBLE_DEVICES"),
+                                      env.get("CUDA_VISIBLE_DEVICES"), uuids)
+        return cache[key]
 
     MIN_TICK_GAP = 0.02  # event-driven ticks: at most 50 a second
     EBPF_BATCH = 0.02

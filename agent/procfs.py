@@ -10,7 +10,7 @@ from pathlib import Path
 
 from agent.model import Pid
 
-__all__ = ["MARKER_ENV", "ProcInfo", "read_proc", "scan", "start_time"]
+__all__ = ["MARKER_ENV", "ProcInfo", "environ_values", "read_proc", "scan", "start_time"]
 
 MARKER_ENV = "GPUWARDEN_WORKLOAD"
 
@@ -55,16 +55,25 @@ def running(pid: int, root: str | Path = "/proc") -> bool:
     return bool(fields) and fields[0] not in ("Z", "X", "x")
 
 
-def _marker(pid: int, root: str | Path) -> str | None:
+def environ_values(pid: int, names: tuple[str, ...],
+                   root: str | Path = "/proc") -> dict[str, str]:
+    """The values of `names` in a process's environment at exec (not what it setenv()s since)."""
     try:
         data = Path(root, str(pid), "environ").read_bytes()
     except OSError:
-        return None
-    prefix = MARKER_ENV.encode() + b"="
+        return {}
+    wanted = {n.encode() + b"=": n for n in names}
+    out: dict[str, str] = {}
     for item in data.split(b"\0"):
-        if item.startswith(prefix):
-            return item[len(prefix):].decode(errors="replace")
-    return None
+        name, eq, value = item.partition(b"=")
+        key = name + eq
+        if key in wanted:
+            out[wanted[key]] = value.decode(errors="replace")
+    return out
+
+
+def _marker(pid: int, root: str | Path) -> str | None:
+    return environ_values(pid, (MARKER_ENV,), root).get(MARKER_ENV)
 
 
 def read_proc(pid: int, root: str | Path = "/proc", with_marker: bool = True) -> ProcInfo | None:
