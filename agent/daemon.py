@@ -642,6 +642,7 @@ class Agent:
                             if k not in ("lost_event", "queue_overflow")))
             # Nothing going on and nothing changed since the last loop: the same inputs with
             # an empty history give no verdict and no action, so skip the judging.
+            self.enforcer.prune((w.key for w in workloads), now)
             same = (not self.history and snap == self._last_snap and pol == self._last_pol)
             self._last_snap, self._last_pol = snap, pol
             if same:

@@ -48,6 +48,9 @@ def send_signal(pid: int, sig: int, expected_start: int | None,
             os.close(fd)
 
 
+COUNTER_RETENTION_S = 600.0  # metric series of an ended workload live on this long
+
+
 class Enforcer:
     def __init__(self, audit: AuditLog, start_of: Callable[[Pid], int | None],
                  ebpf: Any = None, proc_root: str | Path = "/proc") -> None:
@@ -59,6 +62,22 @@ class Enforcer:
         self.violations: Counter[tuple[WorkloadKey, str, str]] = Counter()
         self.actions: Counter[tuple[WorkloadKey, str]] = Counter()
         self.last_action: dict[str, str] = {}  # wid -> e.g. "kill", "would_kill"
+        self._seen: dict[WorkloadKey, float] = {}  # key -> last time live or acted on
+
+    def prune(self, live: Iterable[WorkloadKey], now: float,
+              retention: float = COUNTER_RETENTION_S) -> None:
+        """Drops the counters of workloads neither live nor acted on for `retention` seconds, so
+        their metric series end like an ended pod's (the registry would grow with every pod
+        otherwise); a workload back under the same key before then keeps counting."""
+        for k in live:
+            self._seen[k] = now
+        gone = {k for k, t in self._seen.items() if now - t > retention}
+        if not gone:
+            return
+        for k in gone:
+            del self._seen[k]
+        self.violations = Counter({k: v for k, v in self.violations.items() if k[0] not in gone})
+        self.actions = Counter({k: v for k, v in self.actions.items() if k[0] not in gone})
 
     def apply(self, actions: Iterable[Action], now: float) -> list[dict[str, Any]]:
         events = []
@@ -73,6 +92,7 @@ class Enforcer:
             return self._arm(a)
         ev = action_event(a)
         name = ev["action"]
+        self._seen[a.key] = now
         if a.kind == ActionKind.ALERT and a.verdict is not None:
             self.violations[(a.key, str(a.verdict.gpu), str(a.verdict.kind))] += 1
             ev["alert"] = a.reason

@@ -9,6 +9,9 @@
  *               sample is stretched, never shrunk, by other work on the GPU (another context's
  *               time slice, another container's queued kernels), so the smallest of a window
  *               is the kernel's own time as soon as one sample in the window ran unhindered.
+ *  - turns:     windows of a period for paced containers that share a GPU, so that one context
+ *               at a time has work queued (no time-slicing between them).
+ *  - clock:     the DVFS correction of charged costs (measured or power-estimated f_sat).
  *  - decide:    the policy/priority table (docs/compute.md) as one function.
  *  - parse:     the compute environment variables, strict, with the safe-side fallbacks.
  */
