@@ -129,6 +129,9 @@ struct gwsim_cuda {
     pthread_mutex_t lock;
     int initialized;
     double kernel_scale;
+    unsigned stall_every; /* GPUWARDEN_SIM_LAUNCH_STALL: every Nth launch returns late */
+    unsigned stall_us;
+    unsigned launches;
     uint64_t next_va;
     struct CUctx_st ctx[GWSIM_MAX_CTX]; /* [0, MAX_DEVICES): primary contexts */
     unsigned dev_ctx_count[GWSIM_MAX_DEVICES];

@@ -25,6 +25,24 @@ static double read_kernel_scale(void)
     return s;
 }
 
+/* GPUWARDEN_SIM_LAUNCH_STALL=N:US: every Nth kernel launch returns US microseconds after its
+ * kernel was queued, as when the launching thread is preempted right after the submission. */
+static void read_launch_stall(void)
+{
+    const char *v = getenv("GPUWARDEN_SIM_LAUNCH_STALL");
+    unsigned n = 0, us = 0;
+    char tail = 0;
+    if (v == NULL || *v == '\0')
+        return;
+    if (sscanf(v, "%u:%u%c", &n, &us, &tail) != 2 || n == 0 || us > 1000000u) {
+        gwsim_error("GPUWARDEN_SIM_LAUNCH_STALL=\"%s\" is not valid: use N:US (every Nth launch "
+                    "returns US microseconds late, N >= 1, US <= 1000000); no stalls", v);
+        return;
+    }
+    g_sim.stall_every = n;
+    g_sim.stall_us = us;
+}
+
 GWSIM_EXPORT CUresult cuInit(unsigned int Flags)
 {
     if (Flags != 0)
@@ -34,6 +52,7 @@ GWSIM_EXPORT CUresult cuInit(unsigned int Flags)
     pthread_mutex_lock(&g_sim.lock);
     if (!g_sim.initialized) {
         g_sim.kernel_scale = read_kernel_scale();
+        read_launch_stall();
         g_sim.initialized = 1;
     }
     pthread_mutex_unlock(&g_sim.lock);

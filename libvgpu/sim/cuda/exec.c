@@ -288,7 +288,10 @@ static void push_kernel(struct CUstream_st *s, unsigned gx, unsigned gy, unsigne
         s->last_end_ns = end;
     if (end > s->ctx->last_end_ns)
         s->ctx->last_end_ns = end;
+    unsigned nth = ++g_sim.launches;
     pthread_mutex_unlock(&g_sim.lock);
+    if (g_sim.stall_every != 0 && nth % g_sim.stall_every == 0)
+        gwsim_sleep_until(gwsim_now_ns() + (uint64_t)g_sim.stall_us * 1000u);
 }
 
 static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
