@@ -70,3 +70,23 @@ def test_two_state_files_are_two_different_gpus(make_sim_gpu):
     # the compute limiter's node region tells GPUs apart by UUID
     first, second = (nvml_view(make_sim_gpu().env)["devices"][0]["uuid"] for _ in range(2))
     assert first != second
+
+
+def test_cuda_visible_devices_renumbers_the_devices(sim_progs, make_sim_gpu, workloads):
+    """As in CUDA: ordinal 0 of a process with CUDA_VISIBLE_DEVICES=2 is the third GPU (NVML, which
+    ignores the variable, shows the allocation there); a UUID prefix names a GPU too."""
+    gpu = make_sim_gpu(devices=3, memory="4GiB")
+    uuids = [d["uuid"] for d in nvml_view(gpu.env)["devices"]]
+    for visible, where in (("2", 2), (uuids[1][:12], 1)):
+        env = {**gpu.env, "CUDA_VISIBLE_DEVICES": visible}
+        w = Workload(sim_progs.cudactl, ["ctx", "0", "alloc", str(64 * MiB)], env)
+        workloads.append(w)
+        used = [sum(p["used"] for p in d["processes"] if p["pid"] == w.pid)
+                for d in nvml_view(gpu.env)["devices"]]
+        assert used[where] == 64 * MiB + SIM_CTX_OVERHEAD and sum(used) == used[where], used
+        w.finish()
+    # a process that sees one GPU has one ordinal: ordinal 1 does not exist for it
+    bad = subprocess.run([str(sim_progs.cudactl), "ctx", "1", "alloc", "1"],
+                         env={**gpu.env, "CUDA_VISIBLE_DEVICES": "2"}, capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode != 0

@@ -124,7 +124,7 @@ GWSIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         return rc;
     if (pctx == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = gwsim_check_device(dev)) != CUDA_SUCCESS)
+    if ((rc = gwsim_resolve_device(&dev)) != CUDA_SUCCESS)
         return rc;
     if (gwsim_self() == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -145,7 +145,7 @@ GWSIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     CUresult rc = gwsim_check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
-    if ((rc = gwsim_check_device(dev)) != CUDA_SUCCESS)
+    if ((rc = gwsim_resolve_device(&dev)) != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&g_sim.lock);
     struct CUctx_st *ctx = &g_sim.ctx[dev];
@@ -163,7 +163,7 @@ GWSIM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
     CUresult rc = gwsim_check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
-    if ((rc = gwsim_check_device(dev)) != CUDA_SUCCESS)
+    if ((rc = gwsim_resolve_device(&dev)) != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&g_sim.lock);
     struct CUctx_st *ctx = &g_sim.ctx[dev];
@@ -183,7 +183,7 @@ GWSIM_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *fla
         return rc;
     if (flags == NULL || active == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = gwsim_check_device(dev)) != CUDA_SUCCESS)
+    if ((rc = gwsim_resolve_device(&dev)) != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&g_sim.lock);
     *flags = g_sim.ctx[dev].flags;
@@ -200,7 +200,7 @@ GWSIM_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevi
         return rc;
     if (pctx == NULL || flags > 0x1f)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = gwsim_check_device(dev)) != CUDA_SUCCESS)
+    if ((rc = gwsim_resolve_device(&dev)) != CUDA_SUCCESS)
         return rc;
     if (gwsim_self() == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -279,7 +279,7 @@ GWSIM_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
         return rc;
     if (device == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    *device = ctx->device;
+    *device = gwsim_ordinal_of(ctx->device);
     return CUDA_SUCCESS;
 }
 

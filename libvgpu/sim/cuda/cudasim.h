@@ -144,7 +144,10 @@ extern struct gwsim_cuda g_sim;
 /* entry.c */
 CUresult gwsim_check_init(void);
 int gwsim_device_count(void);
-CUresult gwsim_check_device(CUdevice dev);
+/* Validates a CUdevice (an ordinal among the visible devices, CUDA_VISIBLE_DEVICES) and turns it
+ * into the physical device index the state uses. */
+CUresult gwsim_resolve_device(CUdevice *dev);
+CUdevice gwsim_ordinal_of(int phys); /* the reverse, for what the API hands back */
 
 /* ctx.c */
 struct CUctx_st *gwsim_current_ctx(void);

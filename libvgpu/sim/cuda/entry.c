@@ -1,4 +1,5 @@
 /* entry.c - initialization, versions, error strings, devices and entry-point lookup. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,8 @@ static double read_kernel_scale(void)
     }
     return s;
 }
+
+static void read_visible(const struct gwsim_state *st);
 
 /* GPUWARDEN_SIM_LAUNCH_STALL=N:US: every Nth kernel launch returns US microseconds after its
  * kernel was queued, as when the launching thread is preempted right after the submission. */
@@ -53,6 +56,7 @@ GWSIM_EXPORT CUresult cuInit(unsigned int Flags)
     if (!g_sim.initialized) {
         g_sim.kernel_scale = read_kernel_scale();
         read_launch_stall();
+        read_visible(gwsim_state());
         g_sim.initialized = 1;
     }
     pthread_mutex_unlock(&g_sim.lock);
@@ -65,15 +69,77 @@ CUresult gwsim_check_init(void)
                                                                   : CUDA_ERROR_NOT_INITIALIZED;
 }
 
+/* CUDA_VISIBLE_DEVICES, read at cuInit as CUDA reads it: indices or GPU UUID prefixes, up to the
+ * first entry that names no device (or names one twice).  A CUdevice is an ordinal among the
+ * visible devices, as in CUDA; the simulator's state is indexed by the physical device. */
+static int g_visible[GWSIM_MAX_DEVICES];
+static int g_nvisible = -1; /* -1: every device, in order */
+
+static int uuid_matches(const uint8_t u[16], const char *prefix)
+{
+    char text[48];
+    snprintf(text, sizeof text,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+             u[15]);
+    return strncmp(text, prefix, strlen(prefix)) == 0;
+}
+
+static void read_visible(const struct gwsim_state *st)
+{
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    char buf[1024];
+    int n = 0;
+    if (v == NULL || st == NULL)
+        return;
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL && n < (int)GWSIM_MAX_DEVICES;
+         tok = strtok_r(NULL, ",", &save)) {
+        int phys = -1, dup = 0;
+        while (*tok == ' ')
+            tok++;
+        if (*tok >= '0' && *tok <= '9') {
+            char *end = NULL;
+            long i = strtol(tok, &end, 10);
+            if (*end == '\0' && i >= 0 && i < (long)st->num_devices)
+                phys = (int)i;
+        } else if (strncmp(tok, "GPU-", 4) == 0) {
+            for (unsigned d = 0; d < st->num_devices; d++)
+                if (uuid_matches(st->dev[d].uuid, tok))
+                    phys = phys == -1 ? (int)d : -2; /* ambiguous prefix: names none */
+        }
+        for (int j = 0; j < n; j++)
+            dup |= g_visible[j] == phys;
+        if (phys < 0 || dup)
+            break;
+        g_visible[n++] = phys;
+    }
+    g_nvisible = n;
+}
+
 int gwsim_device_count(void)
 {
     struct gwsim_state *st = gwsim_state();
-    return st ? (int)st->num_devices : 0;
+    if (st == NULL)
+        return 0;
+    return g_nvisible >= 0 ? g_nvisible : (int)st->num_devices;
 }
 
-CUresult gwsim_check_device(CUdevice dev)
+CUresult gwsim_resolve_device(CUdevice *dev)
 {
-    return dev >= 0 && dev < gwsim_device_count() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+    if (*dev < 0 || *dev >= gwsim_device_count())
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (g_nvisible >= 0)
+        *dev = g_visible[*dev];
+    return CUDA_SUCCESS;
+}
+
+CUdevice gwsim_ordinal_of(int phys)
+{
+    for (int i = 0; i < g_nvisible; i++)
+        if (g_visible[i] == phys)
+            return i;
+    return phys;
 }
 
 GWSIM_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
@@ -161,7 +227,8 @@ GWSIM_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
         return rc;
     if (device == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if (gwsim_check_device(ordinal) != CUDA_SUCCESS)
+    CUdevice phys = ordinal;
+    if (gwsim_resolve_device(&phys) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_DEVICE;
     *device = ordinal;
     return CUDA_SUCCESS;
@@ -174,7 +241,7 @@ GWSIM_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
         return rc;
     if (name == NULL || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = gwsim_check_device(dev)) != CUDA_SUCCESS)
+    if ((rc = gwsim_resolve_device(&dev)) != CUDA_SUCCESS)
         return rc;
     const char *src = gwsim_state()->dev[dev].name;
     size_t n = strnlen(src, GWSIM_NAME_LEN);
@@ -192,7 +259,7 @@ GWSIM_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
         return rc;
     if (uuid == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = gwsim_check_device(dev)) != CUDA_SUCCESS)
+    if ((rc = gwsim_resolve_device(&dev)) != CUDA_SUCCESS)
         return rc;
     memcpy(uuid->bytes, gwsim_state()->dev[dev].uuid, sizeof uuid->bytes);
     return CUDA_SUCCESS;
@@ -210,7 +277,7 @@ GWSIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
         return rc;
     if (bytes == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = gwsim_check_device(dev)) != CUDA_SUCCESS)
+    if ((rc = gwsim_resolve_device(&dev)) != CUDA_SUCCESS)
         return rc;
     *bytes = (size_t)gwsim_state()->dev[dev].total_bytes;
     return CUDA_SUCCESS;
@@ -272,7 +339,7 @@ GWSIM_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, C
         return rc;
     if (pi == NULL || (int)attrib <= 0 || (int)attrib > 200)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = gwsim_check_device(dev)) != CUDA_SUCCESS)
+    if ((rc = gwsim_resolve_device(&dev)) != CUDA_SUCCESS)
         return rc;
     int known;
     *pi = attribute_value(attrib, dev, &known); /* others read as 0 ("not supported") */

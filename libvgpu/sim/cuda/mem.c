@@ -341,7 +341,7 @@ static CUresult get_pool(CUmemoryPool *out, CUdevice dev,
         return rc;
     if (out == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = gwsim_check_device(dev)) != CUDA_SUCCESS)
+    if ((rc = gwsim_resolve_device(&dev)) != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&g_sim.lock);
     *out = which(dev);
@@ -359,11 +359,16 @@ GWSIM_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
     return get_pool(pool, dev, current_pool);
 }
 
-static CUresult check_location(const CUmemLocation *loc)
+/* A device location's physical device (its id is an ordinal among the visible devices). */
+static CUresult check_location(const CUmemLocation *loc, int *phys)
 {
+    CUdevice dev = loc->id;
+    CUresult rc;
     if (loc->type != CU_MEM_LOCATION_TYPE_DEVICE)
         return CUDA_ERROR_INVALID_VALUE;
-    return gwsim_check_device(loc->id);
+    if ((rc = gwsim_resolve_device(&dev)) == CUDA_SUCCESS)
+        *phys = dev;
+    return rc;
 }
 
 GWSIM_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
@@ -373,7 +378,8 @@ GWSIM_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *
         return rc;
     if (pool == NULL || poolProps == NULL || poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = check_location(&poolProps->location)) != CUDA_SUCCESS)
+    int phys = 0;
+    if ((rc = check_location(&poolProps->location, &phys)) != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&g_sim.lock);
     struct CUmemPoolHandle_st *p = NULL;
@@ -384,7 +390,7 @@ GWSIM_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *
         memset(p, 0, sizeof *p);
         p->magic = GWSIM_M_POOL;
         p->alive = 1;
-        p->device = poolProps->location.id;
+        p->device = phys;
         p->reuse[0] = p->reuse[1] = p->reuse[2] = 1;
     }
     pthread_mutex_unlock(&g_sim.lock);
@@ -555,7 +561,8 @@ GWSIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity,
     if (granularity == NULL || prop == NULL || option > CU_MEM_ALLOC_GRANULARITY_RECOMMENDED ||
         prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = check_location(&prop->location)) != CUDA_SUCCESS)
+    int phys = 0;
+    if ((rc = check_location(&prop->location, &phys)) != CUDA_SUCCESS)
         return rc;
     *granularity = (size_t)GWSIM_GRANULARITY;
     return CUDA_SUCCESS;
@@ -570,17 +577,18 @@ GWSIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t s
     if (handle == NULL || prop == NULL || flags != 0 || size == 0 ||
         size % GWSIM_GRANULARITY != 0 || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = check_location(&prop->location)) != CUDA_SUCCESS)
+    int phys = 0;
+    if ((rc = check_location(&prop->location, &phys)) != CUDA_SUCCESS)
         return rc;
     struct gwsim_phys *p = calloc(1, sizeof *p);
     if (p == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (gwsim_charge((unsigned)prop->location.id, size) != 0) {
+    if (gwsim_charge((unsigned)phys, size) != 0) {
         free(p);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     p->magic = GWSIM_M_PHYS;
-    p->device = prop->location.id;
+    p->device = phys;
     p->size = size;
     pthread_mutex_lock(&g_sim.lock);
     int bad = phys_register(p, handle);
@@ -729,7 +737,8 @@ GWSIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAc
     if (desc == NULL || count == 0 || size == 0)
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < count; i++) {
-        if ((rc = check_location(&desc[i].location)) != CUDA_SUCCESS)
+        int phys = 0;
+        if ((rc = check_location(&desc[i].location, &phys)) != CUDA_SUCCESS)
             return rc;
         if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
             desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
