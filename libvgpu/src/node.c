@@ -183,7 +183,7 @@ uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16
                          uint64_t my_container, uint64_t now_ns, struct lim_turn_member *out,
                          uint32_t max)
 {
-    uint32_t i, n = 0;
+    uint32_t i, j, n = 0;
 
     for (i = 0; i < VGPU_NODE_SLOTS && n < max; i++) {
         const struct vgpu_node_slot *s = &r->slots[i];
@@ -204,6 +204,13 @@ uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16
         if (!(flags & VGPU_NODE_FLAG_LIMITED) || (flags & VGPU_NODE_FLAG_YIELDING) ||
             limit == 0 || limit >= 100)
             continue;
+        for (j = 0; j < n && out[j].id != cid; j++) /* a container's processes count once */
+            ;
+        if (j < n) {
+            if (limit > out[j].limit_pct)
+                out[j].limit_pct = limit;
+            continue;
+        }
         out[n].id = cid;
         out[n].limit_pct = limit;
         n++;

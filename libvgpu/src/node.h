@@ -51,7 +51,8 @@ void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
                       uint64_t my_container, uint64_t now_ns, struct vgpu_node_census *out);
 
 /* The other containers paced on `uuid` and active at `now_ns` (LIMITED, not YIELDING), as turn
- * members (limiter.h), one per process slot; returns how many were stored (at most `max`). */
+ * members (limiter.h), one per container (its largest limit); returns how many were stored (at
+ * most `max`). */
 uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16],
                          uint64_t my_container, uint64_t now_ns, struct lim_turn_member *out,
                          uint32_t max);

@@ -70,3 +70,16 @@ def test_a_container_alone_takes_no_turns(loop, sim_gpu, tmp_path) -> None:
         state = region.compute_state(0)
     assert loop.result(proc)["share"] == pytest.approx(0.30, abs=0.05)
     assert state.effective_pct == 30 and not state.turns, state
+
+
+@pytest.mark.slow
+def test_a_container_s_processes_share_its_one_window(loop, sim_gpu, tmp_path) -> None:
+    # two processes of the 30 % container (one region) and one of the 70 % container
+    a = tmp_path / "a.region"
+    procs = [loop.start(sim_gpu.env, "kernel", 500, 3.5, CUDA_DEVICE_SM_LIMIT="30",
+                        CUDA_DEVICE_MEMORY_SHARED_CACHE=str(a)) for _ in range(2)]
+    procs.append(loop.start(sim_gpu.env, "kernel", 500, 3.5, CUDA_DEVICE_SM_LIMIT="70",
+                            CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / "b.region")))
+    shares = [loop.result(p)["share"] for p in procs]
+    assert shares[0] + shares[1] == pytest.approx(0.30, abs=0.05), shares
+    assert shares[2] == pytest.approx(0.70, abs=0.05), shares
