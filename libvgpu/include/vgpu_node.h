@@ -15,7 +15,7 @@
  * Times are CLOCK_MONOTONIC ns (one clock for the whole node).
  *
  * Paced containers that share a GPU take turns (limiter.h, "turns"): each computes the same
- * windows from the LIMITED slots' limit_pct, so the region needs no lock for it.
+ * windows from the LIMITED slots' `turn`, so the region needs no lock for it.
  *
  * Fixed-width fields, naturally aligned, accessed with __atomic builtins; heartbeat_ns is stored
  * last (release) after the other fields of a newly claimed slot, and loaded first (acquire).
@@ -43,8 +43,14 @@ struct vgpu_node_slot {
     uint32_t priority;     /* 0 high, 1 low */
     uint32_t pid;          /* informational: the pid in the owner's namespace */
     uint32_t flags;        /* VGPU_NODE_FLAG_* */
-    uint32_t limit_pct;    /* the share the owner is paced to (with FLAG_LIMITED): its turn */
+    uint32_t turn;         /* with FLAG_LIMITED: VGPU_NODE_TURN(paced share, period class) */
 };
+
+/* slot.turn: bits 0-7 the share (percent) the owner is paced to, bits 8-15 the turn period class
+ * its longest kernels ask for (limiter.h, lim_turn_class). */
+#define VGPU_NODE_TURN(pct, cls)  ((uint32_t)(pct) | (uint32_t)(cls) << 8)
+#define VGPU_NODE_TURN_PCT(turn)  ((turn) & 0xffu)
+#define VGPU_NODE_TURN_CLASS(turn) (((turn) >> 8) & 0xffu)
 
 /* 64 + 64 * VGPU_NODE_SLOTS bytes */
 struct vgpu_node_region {

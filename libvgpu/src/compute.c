@@ -59,7 +59,8 @@ struct cdev {
     uint32_t yield;   /* verdict: wait (atomic) */
     uint32_t track;   /* others share the GPU: keep the busy horizon even when not paced */
     uint32_t sharing; /* another container is active on the GPU: pace in bursts (atomic) */
-    uint64_t turn;    /* paced containers take turns: off_ns << 32 | len_ns, 0 none (atomic) */
+    uint64_t turn;    /* paced containers take turns: turn_pack(), 0 none (atomic) */
+    uint64_t longest; /* charged cost of the longest recent launch, decaying (atomic) */
     uint32_t scale_ppm; /* correction of charged costs: DVFS x busy feedback (atomic) */
     /* the clock thread's own (limiter.h: DVFS correction, busy feedback) */
     nvmlDevice_t nvml;  /* NULL: none */
@@ -411,19 +412,44 @@ static void start_clock_thread(void)
 
 /* ---- the ticker ---------------------------------------------------------------------------- */
 
+/* A turn in one word for the gate: period, offset and length in 10-us units (the longest period,
+ * 640 ms, is 64,000 of them). */
+#define TURN_UNIT_NS 10000u
+
+static uint64_t turn_pack(struct lim_turn t)
+{
+    if (t.len_ns == 0)
+        return 0;
+    return (uint64_t)(t.period_ns / TURN_UNIT_NS) << 32 | (uint64_t)(t.off_ns / TURN_UNIT_NS) << 16 |
+           (t.len_ns / TURN_UNIT_NS);
+}
+
+static struct lim_turn turn_unpack(uint64_t w)
+{
+    struct lim_turn t = {(uint32_t)(w >> 16 & 0xffffu) * TURN_UNIT_NS,
+                         (uint32_t)(w & 0xffffu) * TURN_UNIT_NS,
+                         (uint32_t)(w >> 32 & 0xffffu) * TURN_UNIT_NS};
+    return t;
+}
+
+/* The period class this process's longest recent kernels ask for at `limit`. */
+static uint32_t turn_class(const struct cdev *c, uint32_t limit)
+{
+    return lim_turn_class(LD(&c->longest), limit);
+}
+
 /* This container's turn on the device among the paced containers active there (limiter.h). */
 static uint64_t turn_of(const struct cdev *c, uint64_t now, uint32_t limit)
 {
     struct lim_turn_member m[LIM_TURN_MAX];
-    struct lim_turn t;
     uint32_t n = vgpu_node_paced(G.node, c->uuid, G.container_id, now, m, LIM_TURN_MAX - 1);
 
     if (n == 0)
         return 0;
     m[n].id = G.container_id;
     m[n].limit_pct = limit;
-    t = lim_turn_window(m, n + 1, G.container_id);
-    return (uint64_t)t.off_ns << 32 | t.len_ns;
+    m[n].period_class = turn_class(c, limit);
+    return turn_pack(lim_turn_window(m, n + 1, G.container_id));
 }
 
 static void tick(uint64_t now)
@@ -460,7 +486,8 @@ static void tick(uint64_t now)
                 vgpu_node_beat(G.node, c->node_slot, &G.me, now, active,
                                (LD(&c->limit) ? VGPU_NODE_FLAG_LIMITED : 0u) |
                                    (LD(&c->yield) ? VGPU_NODE_FLAG_YIELDING : 0u),
-                               LD(&c->limit)) != 0) {
+                               VGPU_NODE_TURN(LD(&c->limit),
+                                              turn_class(c, LD(&c->limit)))) != 0) {
                 c->node_slot = vgpu_node_claim(G.node, &G.me, c->uuid, now);
                 if (c->node_slot >= 0)
                     vgpu_node_beat(G.node, c->node_slot, &G.me, now, active, 0, 0);
@@ -761,7 +788,7 @@ static uint64_t wait_turn(struct cdev *c, uint64_t cost, uint64_t from)
 
     for (;;) {
         uint64_t turn = LD(&c->turn), hz = LD(&c->horizon), w;
-        struct lim_turn t = {(uint32_t)(turn >> 32), (uint32_t)turn};
+        struct lim_turn t = turn_unpack(turn);
 
         if (turn == 0 || LD(&c->limit) == 0 || LD(&c->yield))
             break;
@@ -825,12 +852,16 @@ static void gate(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d,
     if (limit != 0) {
         /* Charged: the GPU time the launch would take on the saturated GPU (DVFS correction). */
         uint64_t charge = lim_scale_cost(est, LD(&c->scale_ppm));
-        int turns = LD(&c->turn) != 0;
+        uint64_t turn = LD(&c->turn), longest = LD(&c->longest);
+        int turns = turn != 0;
+        /* the longest recent kernel sets the turn period class; it decays by 1/1024 a launch */
+        ST(&c->longest, charge > longest ? charge : longest - longest / 1024u);
         if (turns) {
             /* Taking turns: the window holds the share; the pacer, with a period of credit,
              * only keeps the long-run share of kernels longer than the window. */
             now = wait_turn(c, charge, now);
-            wait = lim_pacer_book(&c->blk->tat_ns, now, charge, limit, LIM_TURN_PERIOD_NS);
+            wait = lim_pacer_book(&c->blk->tat_ns, now, charge, limit,
+                                  turn_unpack(turn).period_ns);
         } else if (LD(&c->sharing)) {
             wait = lim_pacer_book_bursty(&c->blk->tat_ns, now, charge, limit,
                                          TOLERANCE_SHARED_NS);

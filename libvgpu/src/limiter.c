@@ -46,14 +46,26 @@ uint64_t lim_pacer_book_bursty(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns,
 
 /* ---- turns ----------------------------------------------------------------------------------- */
 
+uint32_t lim_turn_class(uint64_t longest_ns, uint32_t limit_pct)
+{
+    uint32_t k;
+
+    if (limit_pct == 0)
+        return 0;
+    for (k = 0; k + 1 < LIM_TURN_CLASSES; k++)
+        if ((LIM_TURN_PERIOD_NS << k) * limit_pct / 100u >= LIM_TURN_KERNELS * longest_ns)
+            break;
+    return k;
+}
+
 struct lim_turn lim_turn_window(const struct lim_turn_member *m, uint32_t n, uint64_t me)
 {
     struct lim_turn_member u[LIM_TURN_MAX];
-    struct lim_turn t = {0, 0};
-    uint64_t total = 0, before = 0;
-    uint32_t nu = 0, i, j, mine = LIM_TURN_MAX;
+    struct lim_turn t = {0, 0, LIM_TURN_PERIOD_NS};
+    uint64_t total = 0, before = 0, period;
+    uint32_t nu = 0, i, j, mine = LIM_TURN_MAX, cls = 0;
 
-    for (i = 0; i < n; i++) { /* distinct ids, largest limit each */
+    for (i = 0; i < n; i++) { /* distinct ids, largest limit and class each */
         if (m[i].id == 0 || m[i].limit_pct == 0 || m[i].limit_pct >= 100)
             continue;
         for (j = 0; j < nu && u[j].id != m[i].id; j++)
@@ -61,6 +73,8 @@ struct lim_turn lim_turn_window(const struct lim_turn_member *m, uint32_t n, uin
         if (j < nu) {
             if (m[i].limit_pct > u[j].limit_pct)
                 u[j].limit_pct = m[i].limit_pct;
+            if (m[i].period_class > u[j].period_class)
+                u[j].period_class = m[i].period_class;
         } else if (nu < LIM_TURN_MAX) {
             u[nu++] = m[i];
         }
@@ -71,23 +85,29 @@ struct lim_turn lim_turn_window(const struct lim_turn_member *m, uint32_t n, uin
             before += u[i].limit_pct;
         if (u[i].id == me)
             mine = i;
+        if (u[i].period_class > cls)
+            cls = u[i].period_class;
     }
     if (nu < 2 || mine == LIM_TURN_MAX)
         return t;
+    if (cls >= LIM_TURN_CLASSES)
+        cls = LIM_TURN_CLASSES - 1;
     if (total < 100)
         total = 100;
-    t.off_ns = (uint32_t)(LIM_TURN_PERIOD_NS * before / total);
-    t.len_ns = (uint32_t)(LIM_TURN_PERIOD_NS * (before + u[mine].limit_pct) / total) - t.off_ns;
+    period = LIM_TURN_PERIOD_NS << cls;
+    t.period_ns = (uint32_t)period;
+    t.off_ns = (uint32_t)(period * before / total);
+    t.len_ns = (uint32_t)(period * (before + u[mine].limit_pct) / total) - t.off_ns;
     return t;
 }
 
 uint64_t lim_turn_wait(struct lim_turn t, uint64_t now_ns, uint64_t queued_ns, uint64_t cost_ns)
 {
-    uint64_t rel;
+    uint64_t rel, period = t.period_ns;
 
-    if (t.len_ns == 0)
+    if (t.len_ns == 0 || period == 0)
         return 0;
-    rel = (now_ns % LIM_TURN_PERIOD_NS + LIM_TURN_PERIOD_NS - t.off_ns) % LIM_TURN_PERIOD_NS;
+    rel = (now_ns % period + period - t.off_ns) % period;
     if (rel < t.len_ns) {
         uint64_t left = t.len_ns - rel;
         if (queued_ns + cost_ns <= left)
@@ -95,7 +115,7 @@ uint64_t lim_turn_wait(struct lim_turn t, uint64_t now_ns, uint64_t queued_ns, u
         if (cost_ns > t.len_ns && queued_ns == 0 && rel < t.len_ns / 2)
             return 0;
     }
-    return LIM_TURN_PERIOD_NS - rel;
+    return period - rel;
 }
 
 /* ---- clock (DVFS) correction ------------------------------------------------------------------ */

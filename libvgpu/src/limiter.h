@@ -51,21 +51,32 @@ uint64_t lim_pacer_book_bursty(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns,
  * so that one context at a time has work on the GPU.  Every container computes the same windows
  * from the node region, with no lock and no hand-over: a dead container's window just stays idle
  * until its slot goes stale. */
-#define LIM_TURN_PERIOD_NS 40000000ull
+#define LIM_TURN_PERIOD_NS 40000000ull /* the shortest period: class 0 */
+#define LIM_TURN_CLASSES   5u  /* period = LIM_TURN_PERIOD_NS << class: 40, 80, 160, 320, 640 ms */
+#define LIM_TURN_KERNELS   10u /* a window holds at least this many of a member's longest kernels */
 #define LIM_TURN_MAX       64u /* paced containers per GPU taken into account */
 
+/* The period grows with the longest kernels: a launch that does not fit the rest of its window
+ * waits for the next one, so a window only a few kernels long loses much of its share (sim, 30 %
+ * with 3 ms kernels in 12-ms windows: 22.5 %).  Each member asks for the smallest class whose
+ * window holds LIM_TURN_KERNELS of its longest kernels; all take the largest class asked. */
+uint32_t lim_turn_class(uint64_t longest_ns, uint32_t limit_pct);
+
 struct lim_turn_member {
-    uint64_t id;        /* container id, nonzero */
-    uint32_t limit_pct; /* 1..99 */
+    uint64_t id;           /* container id, nonzero */
+    uint32_t limit_pct;    /* 1..99 */
+    uint32_t period_class; /* lim_turn_class of its longest kernels */
 };
 
 struct lim_turn {
-    uint32_t off_ns; /* window start within the period */
-    uint32_t len_ns; /* window length; 0: no turns (fewer than two paced containers) */
+    uint32_t off_ns;    /* window start within the period */
+    uint32_t len_ns;    /* window length; 0: no turns (fewer than two paced containers) */
+    uint32_t period_ns; /* LIM_TURN_PERIOD_NS << the members' largest class */
 };
 
 /* The window of container `me` among the paced containers `m` (any order; an id may repeat, its
- * largest limit counts; `me` must be one of them; entries with limit 0 or >= 100 are ignored). */
+ * largest limit and class count; `me` must be one of them; entries with limit 0 or >= 100 are
+ * ignored). */
 struct lim_turn lim_turn_window(const struct lim_turn_member *m, uint32_t n, uint64_t me);
 
 /* How long a launch of `cost_ns` must wait for its turn at `now_ns`, 0 = go, when the caller's

@@ -92,7 +92,7 @@ int vgpu_node_claim(struct vgpu_node_region *r, const struct vgpu_node_me *me,
         ST(&s->priority, me->priority);
         ST(&s->pid, me->pid);
         ST(&s->flags, 0);
-        ST(&s->limit_pct, 0);
+        ST(&s->turn, 0);
         ST(&s->active_ns, now_ns);
         ST(&s->container_id, me->container_id);
         __atomic_store_n(&s->heartbeat_ns, now_ns, __ATOMIC_RELEASE);
@@ -102,14 +102,14 @@ int vgpu_node_claim(struct vgpu_node_region *r, const struct vgpu_node_me *me,
 }
 
 int vgpu_node_beat(struct vgpu_node_region *r, int slot, const struct vgpu_node_me *me,
-                   uint64_t now_ns, uint64_t active_ns, uint32_t flags, uint32_t limit_pct)
+                   uint64_t now_ns, uint64_t active_ns, uint32_t flags, uint32_t turn)
 {
     struct vgpu_node_slot *s = &r->slots[slot];
 
     if (LD(&s->owner) != me->owner)
         return -1;
     ST(&s->priority, me->priority);
-    ST(&s->limit_pct, limit_pct);
+    ST(&s->turn, turn);
     ST(&s->flags, flags);
     if (active_ns > LD(&s->active_ns))
         ST(&s->active_ns, active_ns);
@@ -188,7 +188,7 @@ uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16
     for (i = 0; i < VGPU_NODE_SLOTS && n < max; i++) {
         const struct vgpu_node_slot *s = &r->slots[i];
         uint64_t beat, cid;
-        uint32_t flags, limit;
+        uint32_t flags, limit, turn, cls;
 
         if (LD(&s->owner) == 0)
             continue;
@@ -200,7 +200,9 @@ uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16
             !fresh(LD(&s->active_ns), now_ns, VGPU_NODE_ACTIVE_NS))
             continue;
         flags = LD(&s->flags);
-        limit = LD(&s->limit_pct);
+        turn = LD(&s->turn);
+        limit = VGPU_NODE_TURN_PCT(turn);
+        cls = VGPU_NODE_TURN_CLASS(turn);
         if (!(flags & VGPU_NODE_FLAG_LIMITED) || (flags & VGPU_NODE_FLAG_YIELDING) ||
             limit == 0 || limit >= 100)
             continue;
@@ -209,10 +211,13 @@ uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16
         if (j < n) {
             if (limit > out[j].limit_pct)
                 out[j].limit_pct = limit;
+            if (cls > out[j].period_class)
+                out[j].period_class = cls;
             continue;
         }
         out[n].id = cid;
         out[n].limit_pct = limit;
+        out[n].period_class = cls;
         n++;
     }
     return n;

@@ -28,10 +28,11 @@ struct vgpu_node_me {
 int vgpu_node_claim(struct vgpu_node_region *r, const struct vgpu_node_me *me,
                     const uint8_t uuid[16], uint64_t now_ns);
 
-/* The owner's tick: heartbeat, activity, flags, priority, paced share.  Returns -1 if the slot
- * was taken over (the owner was stopped for longer than VGPU_NODE_STALE_NS): claim again. */
+/* The owner's tick: heartbeat, activity, flags, priority, turn (VGPU_NODE_TURN).  Returns -1 if
+ * the slot was taken over (the owner was stopped for longer than VGPU_NODE_STALE_NS): claim
+ * again. */
 int vgpu_node_beat(struct vgpu_node_region *r, int slot, const struct vgpu_node_me *me,
-                   uint64_t now_ns, uint64_t active_ns, uint32_t flags, uint32_t limit_pct);
+                   uint64_t now_ns, uint64_t active_ns, uint32_t flags, uint32_t turn);
 
 /* Marks activity at once (a launch after idleness), so neighbours see it within their tick. */
 void vgpu_node_touch(struct vgpu_node_region *r, int slot, uint64_t now_ns);
@@ -51,8 +52,8 @@ void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
                       uint64_t my_container, uint64_t now_ns, struct vgpu_node_census *out);
 
 /* The other containers paced on `uuid` and active at `now_ns` (LIMITED, not YIELDING), as turn
- * members (limiter.h), one per container (its largest limit); returns how many were stored (at
- * most `max`). */
+ * members (limiter.h), one per container (its largest share and class); returns how many were
+ * stored (at most `max`). */
 uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16],
                          uint64_t my_container, uint64_t now_ns, struct lim_turn_member *out,
                          uint32_t max);

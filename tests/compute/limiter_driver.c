@@ -20,8 +20,10 @@
  *   limiter_driver feedback K_PPM BUSY_NS CHARGED_NS WINDOW_NS [ROUNDS]
  *       prints the factor after each of ROUNDS (default 1) windows with the same readings
  *   limiter_driver satest F_NOW POWER_MW UTIL LIMIT_MW   (prints lim_sat_estimate)
- *   limiter_driver window ME ID:LIMIT...   (prints lim_turn_window: off_ns len_ns)
- *   limiter_driver turnwait OFF_NS LEN_NS NOW_NS QUEUED_NS COST_NS   (prints lim_turn_wait)
+ *   limiter_driver window ME ID:LIMIT[:CLASS]...   (prints lim_turn_window: off len period, ns)
+ *   limiter_driver turnwait OFF_NS LEN_NS NOW_NS QUEUED_NS COST_NS [PERIOD_NS]
+ *                                          (prints lim_turn_wait; the period defaults to 40 ms)
+ *   limiter_driver turnclass LONGEST_NS LIMIT   (prints lim_turn_class)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,10 +212,12 @@ static int cmd_window(int n, char **a)
             return 2;
         m[k].id = arg_u64(a[i]);
         m[k].limit_pct = (uint32_t)arg_u64(colon + 1);
+        colon = strchr(colon + 1, ':');
+        m[k].period_class = colon != NULL ? (uint32_t)arg_u64(colon + 1) : 0u;
         k++;
     }
     t = lim_turn_window(m, k, arg_u64(a[0]));
-    printf("%u %u\n", t.off_ns, t.len_ns);
+    printf("%u %u %u\n", t.off_ns, t.len_ns, t.period_ns);
     return 0;
 }
 
@@ -254,8 +258,13 @@ int main(int argc, char **argv)
     }
     if (argc >= 3 && strcmp(argv[1], "window") == 0)
         return cmd_window(argc - 2, argv + 2);
-    if (argc == 7 && strcmp(argv[1], "turnwait") == 0) {
-        struct lim_turn t = {(uint32_t)arg_u64(argv[2]), (uint32_t)arg_u64(argv[3])};
+    if (argc == 4 && strcmp(argv[1], "turnclass") == 0) {
+        printf("%u\n", lim_turn_class(arg_u64(argv[2]), (uint32_t)arg_u64(argv[3])));
+        return 0;
+    }
+    if ((argc == 7 || argc == 8) && strcmp(argv[1], "turnwait") == 0) {
+        struct lim_turn t = {(uint32_t)arg_u64(argv[2]), (uint32_t)arg_u64(argv[3]),
+                             argc == 8 ? (uint32_t)arg_u64(argv[7]) : 40000000u};
         printf("%llu\n", (unsigned long long)lim_turn_wait(t, arg_u64(argv[4]), arg_u64(argv[5]),
                                                           arg_u64(argv[6])));
         return 0;

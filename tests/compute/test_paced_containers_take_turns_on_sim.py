@@ -83,3 +83,17 @@ def test_a_container_s_processes_share_its_one_window(loop, sim_gpu, tmp_path) -
     shares = [loop.result(p)["share"] for p in procs]
     assert shares[0] + shares[1] == pytest.approx(0.30, abs=0.05), shares
     assert shares[2] == pytest.approx(0.70, abs=0.05), shares
+
+
+@pytest.mark.slow
+def test_long_kernels_get_their_share_through_a_longer_period(loop, sim_gpu, tmp_path) -> None:
+    # 3 ms kernels: a 12-ms window of the 40-ms period held 3 of them and wasted the rest
+    # (22.5 % at 30); the period grows until a window holds 10 of the longest kernels
+    procs = {
+        limit: loop.start(sim_gpu.env, "kernel", 3000, 4.5, CUDA_DEVICE_SM_LIMIT=str(limit),
+                          CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"{limit}.region"))
+        for limit in (30, 70)
+    }
+    shares = {limit: loop.result(p)["share"] for limit, p in procs.items()}
+    for limit, share in shares.items():
+        assert share == pytest.approx(limit / 100, abs=0.05), shares

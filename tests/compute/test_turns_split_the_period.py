@@ -11,8 +11,14 @@ MS = 1_000_000
 
 
 def window(driver, me: int, *members: str) -> tuple[int, int]:
-    off, length = driver.run("window", me, *members).split()
+    off, length, period = driver.run("window", me, *members).split()
+    assert int(period) == PERIOD or int(length) == 0
     return int(off), int(length)
+
+
+def window_period(driver, me: int, *members: str) -> tuple[int, int, int]:
+    off, length, period = driver.run("window", me, *members).split()
+    return int(off), int(length), int(period)
 
 
 def test_windows_follow_id_order_and_shares(limiter_driver) -> None:
@@ -70,3 +76,32 @@ def test_kernel_longer_than_the_window_goes_at_its_start(limiter_driver) -> None
 
 def test_no_window_means_no_wait(limiter_driver) -> None:
     assert wait(limiter_driver, 0, 0, 123 * MS, 50 * MS, 10 * MS) == 0
+
+
+@pytest.mark.parametrize(
+    ("longest_ms", "limit", "cls"),
+    # a window must hold 10 of the longest kernels: 30 % of 40 ms holds 10 x 1.2 ms
+    [(0.2, 30, 0), (1.2, 30, 0), (1.3, 30, 1), (3, 30, 2), (3, 70, 1), (8, 30, 3), (80, 30, 4)],
+)
+def test_long_kernels_ask_for_a_longer_period(limiter_driver, longest_ms, limit, cls) -> None:
+    assert int(limiter_driver.run("turnclass", int(longest_ms * MS), limit)) == cls
+
+
+def test_the_largest_class_asked_sets_everyone_s_period(limiter_driver) -> None:
+    members = ("7:30:2", "9:70:1")
+    assert window_period(limiter_driver, 7, *members) == (0, 48 * MS, 160 * MS)
+    assert window_period(limiter_driver, 9, *members) == (48 * MS, 112 * MS, 160 * MS)
+    # a process of container 9 asking for more counts for its container
+    assert window_period(limiter_driver, 7, *members, "9:70:3")[2] == 320 * MS
+
+
+def test_the_wait_follows_the_period(limiter_driver) -> None:
+    off, length, period = 48 * MS, 112 * MS, 160 * MS
+    base = 1000 * period
+    assert wait_p(limiter_driver, off, length, base + 10 * MS, 0, 3 * MS, period) == 38 * MS
+    assert wait_p(limiter_driver, off, length, base + 60 * MS, 0, 3 * MS, period) == 0
+    assert wait_p(limiter_driver, off, length, base + 158 * MS, 0, 3 * MS, period) == 50 * MS
+
+
+def wait_p(driver, off: int, length: int, now: int, queued: int, cost: int, period: int) -> int:
+    return int(driver.run("turnwait", off, length, now, queued, cost, period))
