@@ -350,12 +350,9 @@ static void *clock_main(void *arg)
         vgpu_log(VGPU_LOG_INFO, "compute: NVML has no nvmlDeviceGetClockInfo; costs are not "
                  "corrected for clock changes (DVFS)");
     for (d = 0; d < G.ndev; d++) {
-        const uint8_t *u = G.dev[d].uuid;
-        char name[48];
+        char name[VGPU_UUID_TEXT];
         nvmlDevice_t dev = NULL;
-        snprintf(name, sizeof name, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-                 "%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7],
-                 u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+        vgpu_uuid_text(G.dev[d].uuid, name);
         if (by_uuid(name, &dev) == NVML_SUCCESS) {
             unsigned int mw = 0;
             struct vgpu_compute_device *blk = __atomic_load_n(&G.dev[d].blk, __ATOMIC_ACQUIRE);

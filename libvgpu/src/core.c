@@ -265,15 +265,11 @@ static nvmlProcessInfo_t *vgpu_nvml_procs(int entry, unsigned *n)
 {
     nvmlProcessInfo_t *infos = NULL;
     nvmlDevice_t dev;
-    char text[48];
-    const uint8_t *u = vgpu_core.region.r->devices[entry].uuid;
+    char text[VGPU_UUID_TEXT];
     nvmlReturn_t rc = NVML_ERROR_INSUFFICIENT_SIZE;
     unsigned want = 64, cap = 0;
 
-    snprintf(text, sizeof text,
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
-             u[15]);
+    vgpu_uuid_text(vgpu_core.region.r->devices[entry].uuid, text);
     if (vgpu_nvml.nvmlDeviceGetHandleByUUID(text, &dev) != NVML_SUCCESS ||
         vgpu_nvml.nvmlDeviceGetComputeRunningProcesses_v3 == NULL)
         return NULL;

@@ -107,6 +107,13 @@ fail:
     return -1;
 }
 
+void vgpu_uuid_text(const uint8_t u[16], char out[VGPU_UUID_TEXT])
+{
+    snprintf(out, VGPU_UUID_TEXT, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+             u[15]);
+}
+
 int vgpu_region_find_device(const struct vgpu_region *r, const uint8_t uuid[16])
 {
     for (unsigned i = 0; i < VGPU_MAX_DEVICES; i++) {

@@ -25,6 +25,10 @@ int vgpu_region_validate(const struct vgpu_region *r, uint64_t file_bytes, char 
                          size_t why_len);
 void vgpu_region_format(struct vgpu_region *r);
 
+/* A GPU UUID as NVML and CUDA_VISIBLE_DEVICES write it: "GPU-xxxxxxxx-xxxx-...", 40 chars. */
+#define VGPU_UUID_TEXT 48
+void vgpu_uuid_text(const uint8_t uuid[16], char out[VGPU_UUID_TEXT]);
+
 /* Device entry index for uuid, or -1. */
 int vgpu_region_find_device(const struct vgpu_region *r, const uint8_t uuid[16]);
 /* Find or add (under the file lock) the entry for uuid; a new entry gets limit.  Index or -1

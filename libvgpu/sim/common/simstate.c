@@ -105,6 +105,13 @@ uint64_t gwsim_proc_starttime(int32_t pid)
     return strtoull(p, NULL, 10);
 }
 
+void gwsim_uuid_text(const uint8_t u[16], char out[GWSIM_UUID_TEXT])
+{
+    snprintf(out, GWSIM_UUID_TEXT, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+             u[15]);
+}
+
 static void uuid_for(unsigned index, uint64_t file_id, uint8_t out[16])
 {
     /* FNV-1a over a fixed tag, the state file's identity and the index, stretched to 16 bytes:

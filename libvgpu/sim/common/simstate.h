@@ -87,6 +87,10 @@ uint64_t gwsim_timeline_push(unsigned dev, uint64_t duration_ns);
 uint64_t gwsim_busy_between(const struct gwsim_state *st, unsigned dev, uint32_t pid,
                             uint64_t from_ns, uint64_t to_ns);
 
+/* A device UUID as NVML and CUDA_VISIBLE_DEVICES write it ("GPU-xxxxxxxx-...", 40 chars). */
+#define GWSIM_UUID_TEXT 48
+void gwsim_uuid_text(const uint8_t uuid[16], char out[GWSIM_UUID_TEXT]);
+
 uint64_t gwsim_now_ns(void);     /* CLOCK_MONOTONIC */
 uint64_t gwsim_realtime_us(void); /* CLOCK_REALTIME in microseconds */
 void gwsim_sleep_until(uint64_t mono_ns);

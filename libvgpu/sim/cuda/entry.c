@@ -77,11 +77,8 @@ static int g_nvisible = -1; /* -1: every device, in order */
 
 static int uuid_matches(const uint8_t u[16], const char *prefix)
 {
-    char text[48];
-    snprintf(text, sizeof text,
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
-             u[15]);
+    char text[GWSIM_UUID_TEXT];
+    gwsim_uuid_text(u, text);
     return strncmp(text, prefix, strlen(prefix)) == 0;
 }
 

@@ -176,14 +176,6 @@ GWSIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvml
     return NVML_SUCCESS;
 }
 
-static void format_uuid(const uint8_t u[16], char out[NVML_DEVICE_UUID_BUFFER_SIZE])
-{
-    snprintf(out, NVML_DEVICE_UUID_BUFFER_SIZE,
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
-             u[15]);
-}
-
 GWSIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
 {
     struct gwsim_state *st = ready();
@@ -193,7 +185,7 @@ GWSIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice
         return NVML_ERROR_INVALID_ARGUMENT;
     char text[NVML_DEVICE_UUID_BUFFER_SIZE];
     for (unsigned i = 0; i < st->num_devices; i++) {
-        format_uuid(st->dev[i].uuid, text);
+        gwsim_uuid_text(st->dev[i].uuid, text);
         if (strcmp(text, uuid) == 0) {
             *device = &g_devices[i];
             return NVML_SUCCESS;
@@ -235,7 +227,7 @@ GWSIM_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, uns
     if (d == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
     char text[NVML_DEVICE_UUID_BUFFER_SIZE];
-    format_uuid(d->uuid, text);
+    gwsim_uuid_text(d->uuid, text);
     return copy_string(uuid, length, text);
 }
 
