@@ -58,27 +58,35 @@ uint32_t lim_turn_class(uint64_t longest_ns, uint32_t limit_pct)
     return k;
 }
 
+void lim_turn_merge(struct lim_turn_member *set, uint32_t *n, uint32_t max,
+                    struct lim_turn_member m)
+{
+    uint32_t j;
+
+    if (m.id == 0 || m.limit_pct == 0 || m.limit_pct >= 100)
+        return;
+    for (j = 0; j < *n && set[j].id != m.id; j++)
+        ;
+    if (j == *n) {
+        if (*n < max)
+            set[(*n)++] = m;
+        return;
+    }
+    if (m.limit_pct > set[j].limit_pct)
+        set[j].limit_pct = m.limit_pct;
+    if (m.period_class > set[j].period_class)
+        set[j].period_class = m.period_class;
+}
+
 struct lim_turn lim_turn_window(const struct lim_turn_member *m, uint32_t n, uint64_t me)
 {
     struct lim_turn_member u[LIM_TURN_MAX];
     struct lim_turn t = {0, 0, LIM_TURN_PERIOD_NS};
     uint64_t total = 0, before = 0, period;
-    uint32_t nu = 0, i, j, mine = LIM_TURN_MAX, cls = 0;
+    uint32_t nu = 0, i, mine = LIM_TURN_MAX, cls = 0;
 
-    for (i = 0; i < n; i++) { /* distinct ids, largest limit and class each */
-        if (m[i].id == 0 || m[i].limit_pct == 0 || m[i].limit_pct >= 100)
-            continue;
-        for (j = 0; j < nu && u[j].id != m[i].id; j++)
-            ;
-        if (j < nu) {
-            if (m[i].limit_pct > u[j].limit_pct)
-                u[j].limit_pct = m[i].limit_pct;
-            if (m[i].period_class > u[j].period_class)
-                u[j].period_class = m[i].period_class;
-        } else if (nu < LIM_TURN_MAX) {
-            u[nu++] = m[i];
-        }
-    }
+    for (i = 0; i < n; i++)
+        lim_turn_merge(u, &nu, LIM_TURN_MAX, m[i]);
     for (i = 0; i < nu; i++) {
         total += u[i].limit_pct;
         if (u[i].id < me)

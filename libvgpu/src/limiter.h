@@ -74,6 +74,12 @@ struct lim_turn {
     uint32_t period_ns; /* LIM_TURN_PERIOD_NS << the members' largest class */
 };
 
+/* Adds `m` to a set of `*n` members with distinct ids (an id already there keeps the largest
+ * limit and class of both); entries with limit 0 or >= 100, and new ids beyond `max`, are left
+ * out. */
+void lim_turn_merge(struct lim_turn_member *set, uint32_t *n, uint32_t max,
+                    struct lim_turn_member m);
+
 /* The window of container `me` among the paced containers `m` (any order; an id may repeat, its
  * largest limit and class count; `me` must be one of them; entries with limit 0 or >= 100 are
  * ignored). */

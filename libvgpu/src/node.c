@@ -131,6 +131,19 @@ void vgpu_node_release(struct vgpu_node_region *r, int slot, uint64_t owner)
                                       __ATOMIC_RELAXED);
 }
 
+/* The container id of a live slot (heartbeat fresh) of another container on `uuid`, else 0. */
+static uint64_t other_live(const struct vgpu_node_slot *s, const uint8_t uuid[16],
+                           uint64_t my_container, uint64_t now_ns)
+{
+    uint64_t cid;
+
+    if (LD(&s->owner) == 0 ||
+        !fresh(__atomic_load_n(&s->heartbeat_ns, __ATOMIC_ACQUIRE), now_ns, VGPU_NODE_STALE_NS))
+        return 0;
+    cid = LD(&s->container_id);
+    return cid == my_container || memcmp(s->uuid, uuid, 16) != 0 ? 0 : cid;
+}
+
 void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
                       uint64_t my_container, uint64_t now_ns, struct vgpu_node_census *out)
 {
@@ -146,16 +159,10 @@ void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
     out->present = 0;
     for (i = 0; i < VGPU_NODE_SLOTS; i++) {
         const struct vgpu_node_slot *s = &r->slots[i];
-        uint64_t beat, cid;
+        uint64_t cid = other_live(s, uuid, my_container, now_ns);
         uint32_t j;
 
-        if (LD(&s->owner) == 0)
-            continue;
-        beat = __atomic_load_n(&s->heartbeat_ns, __ATOMIC_ACQUIRE);
-        if (!fresh(beat, now_ns, VGPU_NODE_STALE_NS))
-            continue;
-        cid = LD(&s->container_id);
-        if (cid == 0 || cid == my_container || memcmp(s->uuid, uuid, 16) != 0)
+        if (cid == 0)
             continue;
         for (j = 0; j < npresent && present[j] != cid; j++)
             ;
@@ -183,42 +190,19 @@ uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16
                          uint64_t my_container, uint64_t now_ns, struct lim_turn_member *out,
                          uint32_t max)
 {
-    uint32_t i, j, n = 0;
+    uint32_t i, n = 0;
 
-    for (i = 0; i < VGPU_NODE_SLOTS && n < max; i++) {
+    for (i = 0; i < VGPU_NODE_SLOTS; i++) {
         const struct vgpu_node_slot *s = &r->slots[i];
-        uint64_t beat, cid;
-        uint32_t flags, limit, turn, cls;
+        uint64_t cid = other_live(s, uuid, my_container, now_ns);
+        uint32_t turn = LD(&s->turn);
+        struct lim_turn_member m = {cid, VGPU_NODE_TURN_PCT(turn), VGPU_NODE_TURN_CLASS(turn)};
 
-        if (LD(&s->owner) == 0)
+        if (cid == 0 || !fresh(LD(&s->active_ns), now_ns, VGPU_NODE_ACTIVE_NS) ||
+            (LD(&s->flags) & (VGPU_NODE_FLAG_LIMITED | VGPU_NODE_FLAG_YIELDING)) !=
+                VGPU_NODE_FLAG_LIMITED)
             continue;
-        beat = __atomic_load_n(&s->heartbeat_ns, __ATOMIC_ACQUIRE);
-        if (!fresh(beat, now_ns, VGPU_NODE_STALE_NS))
-            continue;
-        cid = LD(&s->container_id);
-        if (cid == 0 || cid == my_container || memcmp(s->uuid, uuid, 16) != 0 ||
-            !fresh(LD(&s->active_ns), now_ns, VGPU_NODE_ACTIVE_NS))
-            continue;
-        flags = LD(&s->flags);
-        turn = LD(&s->turn);
-        limit = VGPU_NODE_TURN_PCT(turn);
-        cls = VGPU_NODE_TURN_CLASS(turn);
-        if (!(flags & VGPU_NODE_FLAG_LIMITED) || (flags & VGPU_NODE_FLAG_YIELDING) ||
-            limit == 0 || limit >= 100)
-            continue;
-        for (j = 0; j < n && out[j].id != cid; j++) /* a container's processes count once */
-            ;
-        if (j < n) {
-            if (limit > out[j].limit_pct)
-                out[j].limit_pct = limit;
-            if (cls > out[j].period_class)
-                out[j].period_class = cls;
-            continue;
-        }
-        out[n].id = cid;
-        out[n].limit_pct = limit;
-        out[n].period_class = cls;
-        n++;
+        lim_turn_merge(out, &n, max, m); /* a container's processes count once */
     }
     return n;
 }
