@@ -303,6 +303,8 @@ void vgpu_context_before(int entry)
     nvmlProcessInfo_t *infos;
     unsigned n = 0;
 
+    if (vgpu_core.region.r != NULL)
+        (void)vgpu_slot();
     if (entry < 0 || vgpu_core.region.r == NULL || vgpu_host_pid != 0 ||
         __atomic_load_n(&vgpu_core.ctx_charged[entry], __ATOMIC_ACQUIRE) != 0 || !vgpu_nvml_open())
         return;
@@ -377,12 +379,6 @@ static uint64_t vgpu_measure_context(int entry, struct vgpu_region_proc *s)
     vgpu_nvml.nvmlShutdown();
     tracked = s != NULL ? __atomic_load_n(&s->used_bytes[entry], __ATOMIC_RELAXED) : 0;
     return used > tracked ? used - tracked : 0;
-}
-
-void vgpu_register_process(void)
-{
-    if (vgpu_core.region.r != NULL)
-        (void)vgpu_slot();
 }
 
 int vgpu_charge_context(int entry)

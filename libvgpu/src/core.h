@@ -46,15 +46,12 @@ int vgpu_entry_of_nvml(nvmlDevice_t device);
 /* Admit bytes on an entry (reclaiming dead processes once before refusing): 0 or -1. */
 int vgpu_admit(int entry, uint64_t bytes);
 void vgpu_release(int entry, uint64_t bytes);
+/* Called just before this process creates a context on an entry: claims its slot in the region
+ * (so the agent lists it as the shim's before NVML can show it on the GPU) and reads the pids on
+ * that GPU (so vgpu_charge_context finds the process in NVML even from another PID namespace). */
+void vgpu_context_before(int entry);
 /* Count this process's context on an entry once, measured (see core.c), admitted like an
  * allocation: 0, or -1 when it does not fit the limit (the caller refuses the context). */
-/* Claim this process's slot in the region now: called before a context is created, so the
- * process is listed as the shim's before NVML can show it on the GPU (the agent would see a
- * GPU process without the shim in between). */
-void vgpu_register_process(void);
-/* Read the pids on an entry's GPU just before this process creates its context there, so that
- * vgpu_charge_context finds the process in NVML even from another PID namespace. */
-void vgpu_context_before(int entry);
 int vgpu_charge_context(int entry);
 /* Reclaim dead processes, at most every 100 ms (memory queries call it). */
 void vgpu_maybe_reclaim(void);

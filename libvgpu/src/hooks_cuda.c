@@ -439,10 +439,8 @@ CUresult vgpu_hook_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     if (vgpu_cuda_ready() != 0)
         return CUDA_ERROR_NOT_INITIALIZED;
-    if (!vgpu_bypass() && vgpu_core_ready() == 0) {
-        vgpu_register_process();
+    if (!vgpu_bypass() && vgpu_core_ready() == 0)
         vgpu_context_before(vgpu_entry_of(dev));
-    }
     CUresult rc = vgpu_cu.cuDevicePrimaryCtxRetain(pctx, dev);
     if (rc != CUDA_SUCCESS || vgpu_bypass() || vgpu_core_ready() != 0 ||
         vgpu_charge_context(vgpu_entry_of(dev)) == 0)
@@ -459,10 +457,8 @@ CUresult vgpu_hook_cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice 
 {
     if (vgpu_cuda_ready() != 0)
         return CUDA_ERROR_NOT_INITIALIZED;
-    if (!vgpu_bypass() && vgpu_core_ready() == 0) {
-        vgpu_register_process();
+    if (!vgpu_bypass() && vgpu_core_ready() == 0)
         vgpu_context_before(vgpu_entry_of(dev));
-    }
     CUresult rc = vgpu_cu.cuCtxCreate_v2(pctx, flags, dev);
     if (rc != CUDA_SUCCESS || vgpu_bypass() || vgpu_core_ready() != 0 ||
         vgpu_charge_context(vgpu_entry_of(dev)) == 0)
