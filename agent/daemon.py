@@ -571,13 +571,13 @@ class Agent:
         nvml = self.nvml_sample.memory if self.nvml_sample else {}
         nvml_gpus = {Pid(pid): [u for u in uuids if u in nvml.get(Pid(pid), {})]
                      for pid in ledger}
-        env_gpus = {Pid(pid): self._visible_gpus(pid, uuids) for pid in ledger}
-        return ebpf_by_uuid(ledger, uuids, nvml_gpus, env_gpus)
+        return ebpf_by_uuid(ledger, uuids, nvml_gpus,
+                            lambda pid: self._visible_gpus(pid, uuids))
 
     def _visible_gpus(self, pid: int, uuids: list[str]) -> list[str] | None:
         """The GPUs a process's environment at exec shows it (gpumap.visible_gpus), cached per
-        process (pid and start time)."""
-        start = start_time(pid, self.cfg.proc_root)
+        process (pid and start time; a workload's start time is already known)."""
+        start = self.table.start.get(Pid(pid)) or start_time(pid, self.cfg.proc_root)
         if start is None:
             return None
         cache = self._env_gpus

@@ -16,7 +16,7 @@ order of trust:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from agent.model import GpuUuid, Pid
 
@@ -68,12 +68,13 @@ def ebpf_by_uuid(
     ledger: Mapping[int, Mapping[int, int]],
     node_uuids: Sequence[str],
     nvml_gpus: Mapping[Pid, Sequence[str]],
-    env_gpus: Mapping[Pid, Sequence[str] | None],
+    env_gpus: Callable[[Pid], Sequence[str] | None],
 ) -> dict[Pid, dict[GpuUuid, int]]:
     """The eBPF ledger {pid: {ordinal: bytes}} per GPU UUID. `nvml_gpus`: per pid, the GPUs NVML
-    lists it on, by NVML index; `env_gpus`: per pid, visible_gpus() of its environment. Ordinal
-    -1 (a context the probe did not see made) goes to the process's only GPU when it has one,
-    else to the node's first."""
+    lists it on, by NVML index; `env_gpus(pid)`: visible_gpus() of its environment, asked only
+    for a process NVML does not place on a node of several GPUs (it reads /proc). Ordinal -1 (a
+    context the probe did not see made) goes to the process's only GPU when it has one, else to
+    the node's first."""
     out: dict[Pid, dict[GpuUuid, int]] = {}
     for pid_raw, per in ledger.items():
         pid = Pid(pid_raw)
@@ -83,8 +84,10 @@ def ebpf_by_uuid(
             order: list[str] = [""] * (max(used) + 1)
             for o, u in zip(used, seen, strict=True):
                 order[o] = u
+        elif len(node_uuids) > 1:
+            order = list(env_gpus(pid) or node_uuids)
         else:
-            order = list(env_gpus.get(pid) or node_uuids)
+            order = list(node_uuids)
         only = order[0] if len({u for u in order if u}) == 1 else None
         for o, b in per.items():
             if not b:
