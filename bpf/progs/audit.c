@@ -224,24 +224,35 @@ static __always_inline int gw_pending_take(__u32 tid, __u32 slot, struct gw_pend
 	return 1;
 }
 
+/* At the return of the outermost probed call of `slot` on thread `tid`: its pending entry in
+ * `a` and the value its out-parameter received in `out`; 1 on success, 0 when there is nothing
+ * to account (nested call, no entry, a failed call, which is emitted, or an unreadable out). */
+static __always_inline int gw_returned(struct pt_regs *ctx, __u32 tid, __u32 slot,
+				       struct gw_pending *a, __u64 *out)
+{
+	if (!gw_pending_take(tid, slot, a))
+		return 0;
+	__u32 result = (__u32)PT_REGS_RC(ctx);
+	if (result != 0) {
+		gw_emit(a->kind, a->device, a->bytes, 0, GW_EVENT_FAILED, result);
+		return 0;
+	}
+	if (bpf_probe_read_user(out, sizeof(*out), (void *)a->out) != 0) {
+		gw_error(GW_ERR_READ_USER);
+		return 0;
+	}
+	return 1;
+}
+
 /* Return of an allocation: on success read the out-parameter and account. */
 static __always_inline void gw_alloc_return(struct pt_regs *ctx, __u32 ns)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 pid = id >> 32, tid = (__u32)id;
 	struct gw_pending a;
-	if (!gw_pending_take(tid, GW_SLOT_ALLOC, &a))
-		return;
-	__u32 result = (__u32)PT_REGS_RC(ctx);
-	if (result != 0) {
-		gw_emit(a.kind, a.device, a.bytes, 0, GW_EVENT_FAILED, result);
-		return;
-	}
 	__u64 ptr = 0;
-	if (bpf_probe_read_user(&ptr, sizeof(ptr), (void *)a.out) != 0) {
-		gw_error(GW_ERR_READ_USER);
+	if (!gw_returned(ctx, tid, GW_SLOT_ALLOC, &a, &ptr))
 		return;
-	}
 	__u64 bytes = a.bytes;
 	if (a.aux) {
 		__u64 pitch = 0;
@@ -341,18 +352,9 @@ static __always_inline void gw_ctx_return(struct pt_regs *ctx, int push)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 pid = id >> 32, tid = (__u32)id;
 	struct gw_pending a;
-	if (!gw_pending_take(tid, GW_SLOT_CTX, &a))
+	__u64 ctxh = 0; /* a context entry's bytes are 0: its failure is emitted with 0 */
+	if (!gw_returned(ctx, tid, GW_SLOT_CTX, &a, &ctxh))
 		return;
-	__u32 result = (__u32)PT_REGS_RC(ctx);
-	if (result != 0) {
-		gw_emit(a.kind, a.device, 0, 0, GW_EVENT_FAILED, result);
-		return;
-	}
-	__u64 ctxh = 0;
-	if (bpf_probe_read_user(&ctxh, sizeof(ctxh), (void *)a.out) != 0) {
-		gw_error(GW_ERR_READ_USER);
-		return;
-	}
 	struct gw_proc *p = gw_proc_get(pid);
 	if (!p)
 		return;
