@@ -25,6 +25,7 @@ Nesting deeper than MAX_NESTING declines too, so `parser._check_depth` (GW021) c
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from itertools import accumulate, repeat
 
 from policy import ast
@@ -291,38 +292,31 @@ class _Parser:
 
     # ---- match expressions
 
-    def expr(self) -> ast.Expr:
+    def chain(self, word: str, node: type, operand: Callable[[], ast.Expr]) -> ast.Expr:
+        """`operand (word operand)*`, flattened into one `node` (ast.Or / ast.And) as Lark's
+        transformer does; a lone operand is returned as it is."""
         toks = self.toks
-        first = self.and_expr()
-        if toks[self.i] != "or":
+        first = operand()
+        if toks[self.i] != word:
             return first
-        items = list(first.items) if isinstance(first, ast.Or) else [first]
+        items = list(first.items) if isinstance(first, node) else [first]
         last = first
-        while toks[self.i] == "or":
+        while toks[self.i] == word:
             self.i += 1
             self.skip_newline()
-            last = self.and_expr()
-            if isinstance(last, ast.Or):
+            last = operand()
+            if isinstance(last, node):
                 items.extend(last.items)
             else:
                 items.append(last)
-        return _new_tuple(ast.Or, (tuple(items), self.join(first.span, last.span)))
+        return _new_tuple(node, (tuple(items), self.join(first.span, last.span)))
+
+    def expr(self) -> ast.Expr:
+        return self.chain("or", ast.Or, self.and_expr)
 
     def and_expr(self) -> ast.Expr:
         toks = self.toks
-        first = self.not_expr()
-        if toks[self.i] == "and":
-            items = list(first.items) if isinstance(first, ast.And) else [first]
-            last = first
-            while toks[self.i] == "and":
-                self.i += 1
-                self.skip_newline()
-                last = self.not_expr()
-                if isinstance(last, ast.And):
-                    items.extend(last.items)
-                else:
-                    items.append(last)
-            first = _new_tuple(ast.And, (tuple(items), self.join(first.span, last.span)))
+        first = self.chain("and", ast.And, self.not_expr)
         # Past an operand Lark's state takes `and`, `or`, `)` or `_NL` and no IDENT: another
         # word would lex as a keyword prefix there.
         tok = toks[self.i]
