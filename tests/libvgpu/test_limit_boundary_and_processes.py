@@ -4,9 +4,11 @@ each process's context overhead as measured (not a constant)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
+from collections.abc import Iterator
 
 import pytest
 from memprobe_util import OOM, GiB, MiB
@@ -43,21 +45,13 @@ def test_context_overhead_is_measured(shim) -> None:
     assert free_now(run) == GiB - 123 * MiB
 
 
-
 def test_context_is_counted_from_another_pid_namespace(shim) -> None:
     """In a container's PID namespace NVML lists host pids, never getpid(): the process is the
     one that appeared on the GPU while it created its context, other processes there already."""
     ctx = 123 * MiB
     run = shim("4g", GPUWARDEN_SIM_CTX_OVERHEAD=str(ctx), GPUWARDEN_SIM_NVML_PID_OFFSET="1000000")
-    crowd = []
-    try:
-        for _ in range(3):
-            crowd.append(_hold(run, "info")[0])
+    with _crowd(run, 3):
         assert free_now(run) == 4 * GiB - 4 * ctx
-    finally:
-        for p in crowd:
-            p.kill()
-            p.wait()
 
 
 def test_context_is_measured_with_more_gpu_processes_than_a_first_nvml_buffer(shim) -> None:
@@ -65,15 +59,23 @@ def test_context_is_measured_with_more_gpu_processes_than_a_first_nvml_buffer(sh
     other processes on the GPU, the newcomer's context is still found and counted."""
     ctx = 8 * MiB
     run = shim("60g", GPUWARDEN_SIM_CTX_OVERHEAD=str(ctx))
+    with _crowd(run, 70):
+        assert free_now(run) == 60 * GiB - 71 * ctx
+
+
+@contextlib.contextmanager
+def _crowd(run, n: int) -> Iterator[None]:
+    """n other processes holding a context on the GPU while the block runs."""
     crowd = []
     try:
-        for _ in range(70):
+        for _ in range(n):
             crowd.append(_hold(run, "info")[0])
-        assert free_now(run) == 60 * GiB - 71 * ctx
+        yield
     finally:
         for p in crowd:
             p.kill()
             p.wait()
+
 
 def _hold(run, *ops: str):
     p = run.spawn("dlsym", *ops, "hold")
