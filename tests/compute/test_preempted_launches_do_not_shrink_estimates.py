@@ -25,3 +25,12 @@ def test_share_holds_when_some_launches_return_late(loop, make_sim_gpu, stall: s
     shares = {limit: loop.result(p)["share"] for limit, p in procs.items()}
     for limit, share in shares.items():
         assert share == pytest.approx(limit / 100, abs=0.05), shares
+
+
+def test_bad_sim_knobs_are_named_and_ignored(loop, sim_gpu) -> None:
+    out = loop.run(sim_gpu.env, "kernel", 100, 0.3, GPUWARDEN_SIM_LAUNCH_STALL="3",
+                   GPUWARDEN_SIM_NVML_PID_OFFSET="lots")
+    err = str(out["stderr"])
+    assert 'GPUWARDEN_SIM_LAUNCH_STALL="3" is not valid: use N:US' in err, err
+    assert 'GPUWARDEN_SIM_NVML_PID_OFFSET="lots" is not valid' in err, err
+    assert out["launches"] > 0

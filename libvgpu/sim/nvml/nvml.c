@@ -71,8 +71,14 @@ static unsigned nvml_pid(int32_t pid)
     static int offset = -1;
     if (__atomic_load_n(&offset, __ATOMIC_RELAXED) < 0) {
         const char *v = getenv("GPUWARDEN_SIM_NVML_PID_OFFSET");
-        long o = v != NULL ? strtol(v, NULL, 10) : 0;
-        __atomic_store_n(&offset, o > 0 && o < (1L << 30) ? (int)o : 0, __ATOMIC_RELAXED);
+        char *end = NULL;
+        long o = v != NULL && *v != '\0' ? strtol(v, &end, 10) : 0;
+        if (v != NULL && *v != '\0' && (*end != '\0' || o < 0 || o >= (1L << 30))) {
+            gwsim_error("GPUWARDEN_SIM_NVML_PID_OFFSET=\"%s\" is not valid: use an integer from "
+                        "0 to 1073741823 (added to the pids NVML reports); using 0", v);
+            o = 0;
+        }
+        __atomic_store_n(&offset, (int)o, __ATOMIC_RELAXED);
     }
     return (unsigned)pid + (unsigned)__atomic_load_n(&offset, __ATOMIC_RELAXED);
 }
