@@ -85,4 +85,5 @@ def to_rule(eff: Any, gpu_total_bytes: int | None, name: str = "") -> Rule:
         bypass_tolerance_bytes=int(eff.bypass_tolerance_mib) * MIB,
         alert_name=ov.alert_name or "GpuSliceViolation",
         severity=str(ov.severity),
+        alert_rule=(getattr(eff, "decided_by", None) or {}).get("on_violation", "defaults"),
     )
