@@ -50,11 +50,14 @@ def request_from_flags(gpumem: str | None, gpumem_percentage: int | None,
 
 
 def policy_workload(namespace: str, name: str, labels: Mapping[str, str],
-                    request: Mapping[str, int | None], node: str = "") -> Any:
+                    request: Mapping[str, int | None], node: str = "",
+                    annotations: Mapping[str, str] | None = None, container: str = "main",
+                    node_labels: Mapping[str, str] | None = None) -> Any:
     from policy import ResourceRequest, Workload
 
-    return Workload(namespace=namespace, name=name, labels=dict(labels), container="main",
-                    node=node, request=ResourceRequest(**request))
+    return Workload(namespace=namespace, name=name, labels=dict(labels),
+                    annotations=dict(annotations or {}), container=container, node=node,
+                    node_labels=dict(node_labels or {}), request=ResourceRequest(**request))
 
 
 def to_rule(eff: Any, gpu_total_bytes: int | None, name: str = "") -> Rule:
