@@ -9,28 +9,27 @@ UID_ = UID.replace("-", "_")
 CID = "3b1f9c0e" * 8
 
 V1_CGROUPFS_CONTAINERD = "\n".join([
-    "12:hugetlb:/kubepods/burstable/pod%s/%s" % (UID, CID),
-    "11:memory:/kubepods/burstable/pod%s/%s" % (UID, CID),
-    "10:cpu,cpuacct:/kubepods/burstable/pod%s/%s" % (UID, CID),
-    "1:name=systemd:/kubepods/burstable/pod%s/%s" % (UID, CID),
+    f"12:hugetlb:/kubepods/burstable/pod{UID}/{CID}",
+    f"11:memory:/kubepods/burstable/pod{UID}/{CID}",
+    f"10:cpu,cpuacct:/kubepods/burstable/pod{UID}/{CID}",
+    f"1:name=systemd:/kubepods/burstable/pod{UID}/{CID}",
     "0::/",
 ])
-V1_CGROUPFS_GUARANTEED = "4:memory:/kubepods/pod%s/%s\n3:pids:/kubepods/pod%s/%s\n" % (
-    UID, CID, UID, CID)
-V1_CGROUPFS_CRIO = "9:memory:/kubepods/besteffort/pod%s/crio-%s\n" % (UID, CID)
+V1_CGROUPFS_GUARANTEED = f"4:memory:/kubepods/pod{UID}/{CID}\n3:pids:/kubepods/pod{UID}/{CID}\n"
+V1_CGROUPFS_CRIO = f"9:memory:/kubepods/besteffort/pod{UID}/crio-{CID}\n"
 V1_SYSTEMD_CONTAINERD = (
-    "7:memory:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/"
-    "cri-containerd-%s.scope\n" % (UID_, CID))
+    f"7:memory:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice/"
+    f"cri-containerd-{CID}.scope\n")
 V2_SYSTEMD_CONTAINERD = (
-    "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod%s.slice/"
-    "cri-containerd-%s.scope\n" % (UID_, CID))
+    f"0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{UID_}.slice/"
+    f"cri-containerd-{CID}.scope\n")
 V2_SYSTEMD_GUARANTEED_CRIO = (
-    "0::/kubepods.slice/kubepods-pod%s.slice/crio-%s.scope/container\n" % (UID_, CID))
-V2_CGROUPFS = "0::/kubepods/burstable/pod%s/%s\n" % (UID, CID)
+    f"0::/kubepods.slice/kubepods-pod{UID_}.slice/crio-{CID}.scope/container\n")
+V2_CGROUPFS = f"0::/kubepods/burstable/pod{UID}/{CID}\n"
 V2_KIND_NESTED = (
     "0::/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-burstable.slice/"
-    "kubelet-kubepods-burstable-pod%s.slice/cri-containerd-%s.scope\n" % (UID_, CID))
-V1_DOCKER_NESTED = "5:memory:/docker/%s/kubepods/burstable/pod%s/%s\n" % ("ab" * 32, UID, CID)
+    f"kubelet-kubepods-burstable-pod{UID_}.slice/cri-containerd-{CID}.scope\n")
+V1_DOCKER_NESTED = "5:memory:/docker/{}/kubepods/burstable/pod{}/{}\n".format("ab" * 32, UID, CID)
 
 
 @pytest.mark.parametrize("text", [
@@ -52,8 +51,8 @@ def test_kind_nested_systemd_slices_with_a_kubelet_prefix_are_pods_too():
     "0::/init.scope\n",
     "0::/system.slice/containerd.service\n",
     "11:memory:/user.slice/user-0.slice/session-3.scope\n",
-    "4:memory:/kubepods/burstable/pod%s\n" % UID,  # the pod level itself (pause parent)
-    "0::/kubepods.slice/kubepods-pod%s.slice/crio-conmon-%s.scope\n" % (UID_, CID),
+    f"4:memory:/kubepods/burstable/pod{UID}\n",  # the pod level itself (pause parent)
+    f"0::/kubepods.slice/kubepods-pod{UID_}.slice/crio-conmon-{CID}.scope\n",
     "garbage without colons\n",
 ], ids=["empty", "init", "runtime", "session", "pod-level", "crio-conmon", "garbage"])
 def test_processes_outside_a_pod_container_map_to_nothing(text):
@@ -61,7 +60,7 @@ def test_processes_outside_a_pod_container_map_to_nothing(text):
 
 
 def test_uppercase_uid_is_normalised_like_metadata_uid():
-    text = "0::/kubepods/pod%s/%s\n" % (UID.upper(), CID)
+    text = f"0::/kubepods/pod{UID.upper()}/{CID}\n"
     assert container_of(text) == ContainerRef(UID, CID)
 
 
