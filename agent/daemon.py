@@ -23,7 +23,7 @@ from typing import Any, TextIO
 from agent.audit import AuditLog
 from agent.decide import AgentPolicy, core_plan, decide, judge, remember
 from agent.enforce import Enforcer
-from agent.exporter import Row, View
+from agent.exporter import GpuRow, Row, View
 from agent.gpumap import ebpf_by_uuid, visible_gpus
 from agent.ledger import Ledger, WorkloadRecord, safe_id
 from agent.model import (
@@ -921,7 +921,7 @@ class Agent:
             policy_reloads_total=self.watcher.reloads_total,
             policy_reload_errors_total=self.watcher.reload_errors_total,
             policy_last_reload_ok=self.watcher.last_reload_ok,
-            rows=tuple(rows), workloads=len(self.tracked),
+            rows=tuple(rows), gpus=self._gpu_rows(), workloads=len(self.tracked),
             violations_total=dict(enf.violations) if enf else {},
             actions_total=dict(enf.actions) if enf else {},
             ebpf_up=self.ebpf is not None, ebpf_reason=self.ebpf_reason,
@@ -930,6 +930,33 @@ class Agent:
             nvml_reason=self.nvml_reason, procevents_up=self.procevents is not None,
             region_errors_total=self.region_errors_total, loop_seconds=self.loop_seconds,
             last_loop_ts=ts)
+
+    def _gpu_rows(self) -> tuple[GpuRow, ...]:
+        """Each GPU as NVML last sampled it, with what the tracked workloads' slices take."""
+        mem: dict[str, int] = {}
+        cores: dict[str, int] = {}
+        slices: dict[str, int] = {}
+        for d in self.devices:
+            for t in self.tracked.values():
+                if not t.rec.devices or d.uuid in t.rec.devices:
+                    limit = t.rule.memory_limit_bytes
+                    mem[d.uuid] = mem.get(d.uuid, 0) + min(limit if limit is not None
+                                                           else d.total_bytes, d.total_bytes)
+                    cores[d.uuid] = cores.get(d.uuid, 0) + t.rule.cores_percent
+                    slices[d.uuid] = slices.get(d.uuid, 0) + 1
+        sampled = self.nvml_sample.devices if self.nvml_sample is not None else {}
+        rows = []
+        for d in self.devices:
+            s = sampled.get(d.uuid)
+            rows.append(GpuRow(
+                uuid=d.uuid, index=d.index, model=d.name, total_bytes=d.total_bytes,
+                used_bytes=s.used_bytes if s else None,
+                utilization_ratio=s.utilization_ratio if s else None,
+                allocated_bytes=mem.get(d.uuid, 0), cores_allocated_ratio=cores.get(d.uuid, 0)
+                / 100.0, slices=slices.get(d.uuid, 0),
+                healthy=self.nvml is not None and not self.nvml_reason
+                and (s is None or s.healthy)))
+        return tuple(rows)
 
     def status(self) -> dict[str, Any]:
         """What `gpuwarden top` shows."""

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.model import Mode, Response, Rule
+from policy.vocabulary import TO_AGENT
 
 __all__ = ["MIB", "parse_size_mib", "request_from_flags", "to_rule"]
 
@@ -81,11 +82,10 @@ def to_rule(eff: Any, gpu_total_bytes: int | None, name: str = "") -> Rule:
         memory_limit_bytes=limit,
         cores_percent=int(eff.gpucores or 0),
         priority="high" if eff.priority == 0 else "low",
-        core_policy=str(eff.core_policy),
         response=Response(ov.action),
         grace_seconds=float(ov.grace_seconds),
-        compute_grace_seconds=float(eff.compute_grace_seconds),
-        bypass_tolerance_bytes=int(eff.bypass_tolerance_mib) * MIB,
         alert_name=ov.alert_name or "GpuSliceViolation",
         severity=str(ov.severity),
+        alert_rule=(getattr(eff, "decided_by", None) or {}).get("on_violation", "defaults"),
+        **{f.agent: f.to_agent(getattr(eff, f.attr)) for f in TO_AGENT},
     )
