@@ -57,7 +57,10 @@ class FakeNvml:
     def nvmlShutdown(self): pass
     def nvmlDeviceGetCount(self): return 1
     def nvmlDeviceGetHandleByIndex(self, i): return i
-    def nvmlDeviceGetMemoryInfo(self, h): return type("M", (), {"total": 80 << 30})()
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return type("M", (), {"total": 80 << 30, "used": sum(self.used.values())})()
+
+    def nvmlDeviceGetUtilizationRates(self, h): return type("U", (), {"gpu": 0})()
     def nvmlDeviceGetUUID(self, h): return GPU
     def nvmlDeviceGetName(self, h): return "Simulated"
 
@@ -193,7 +196,7 @@ def run_until(agent: Agent, cond, timeout: float = 10.0, what: str = "") -> None
         agent.step(max_wait=0.05)
         if cond():
             return
-    raise AssertionError(f"did not happen within {timeout}s: {what}")
+    raise AssertionError(f"did not happen within {timeout}s: {what}; rows {agent.view.rows}")
 
 
 def audit(tmp: Path) -> list[dict]:
