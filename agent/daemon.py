@@ -40,6 +40,16 @@ from agent.procfs import MARKER_ENV, environ_values, read_proc, running, scan, s
 from agent.proctree import ProcessTable
 from agent.reload import PolicyWatcher
 from agent.rules import to_rule
+from gpuwarden.annotations import (
+    ContainerAssignment,
+    DeviceGrant,
+    GpuDevice,
+    NodeInventory,
+    PodAssignment,
+)
+from gpuwarden.placement import ContainerRequest, Misfit, NodeState, PodRequest, fit, node_usage
+from gpuwarden.resources import DEVICE_SPLIT_COUNT
+from policy.model import MIB
 
 __all__ = ["Agent", "AgentConfig"]
 
@@ -300,10 +310,15 @@ class Agent:
                 return {"ok": False, "code": 2, "error": "no GPU to run on: NVML is "
                         f"unavailable ({self.nvml_reason}); on a machine without a GPU start "
                         "the agent with the simulated GPU (gpuwarden sim env)"}
-            if eff.gpu > len(self.devices):
-                return {"ok": False, "code": 1, "error": f"the policy gives {eff.gpu} GPUs, "
-                        f"this machine has {len(self.devices)}"}
-            chosen = self._choose(eff.gpu)
+            placed = fit(self._admission_node(), PodRequest((ContainerRequest(rec.container,
+                                                                            eff),)))
+            if isinstance(placed, Misfit):
+                self._emit({"event": "admission_refused", "workload": {
+                    "namespace": namespace, "pod": name}, "reason": placed.reason})
+                return {"ok": False, "code": 1, "error": "no GPU of this machine has room: "
+                        + placed.reason.removeprefix("gpuwarden: ")}
+            by_uuid = {d.uuid: d for d in self.devices}
+            chosen = [by_uuid[g.uuid] for g in placed.assignment.containers[0].devices]
             rec.devices = [d.uuid for d in chosen]
             rec.wid = f"{safe_id(namespace)}.{safe_id(name)}-{secrets.token_hex(3)}"
             rec.region = str(self.ledger.region_path(rec.wid))
@@ -341,12 +356,21 @@ class Agent:
                 "limits_bytes": limits, "devices": rec.devices,
                 "on_violation": eff.on_violation.describe(), "mode": rule.mode}
 
-    def _choose(self, n: int) -> list[Any]:
-        load = {d.uuid: 0 for d in self.devices}
+    def _admission_node(self) -> NodeState:
+        """This machine as the placement core sees it: its GPUs and what the admitted
+        workloads hold (their limits under the current policy)."""
+        devices = tuple(GpuDevice(d.uuid, d.index, d.total_bytes // MIB, 100, d.name)
+                        for d in self.devices)
+        held = []
         for t in self.tracked.values():
-            for u in t.rec.devices:
-                load[u] = load.get(u, 0) + 1
-        return sorted(self.devices, key=lambda d: (load[d.uuid], d.index))[:n]
+            eff, _ = self._rule_for(t.rec)
+            grants = tuple(DeviceGrant(d.uuid, d.index, eff.memory_limit_bytes(d.total_bytes)
+                                       // MIB, int(eff.gpucores))
+                           for d in self.devices if d.uuid in t.rec.devices)
+            held.append(PodAssignment(self.cfg.node, (ContainerAssignment(t.rec.container,
+                                                                          grants),)))
+        return NodeState(self.cfg.node, NodeInventory(devices, DEVICE_SPLIT_COUNT),
+                         node_usage(held))
 
     def _env(self, rec: WorkloadRecord, eff: Any, limits: list[int], shim: str,
              subset: bool) -> dict[str, str]:
