@@ -10,7 +10,6 @@ the IDs' GPUs with the configured defaults.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -56,7 +55,7 @@ CONTAINER_REGION_DIR = "/var/lib/gpuwarden/region"
 CONTAINER_REGION = f"{CONTAINER_REGION_DIR}/vgpu.region"
 CONTAINER_NODE_DIR = "/var/lib/gpuwarden/node"
 PRELOAD_ANNOTATION = "gpuwarden.io/preload"  # "false": no ld.so.preload for this pod
-MARKER_ENV = "GPUWARDEN_WORKLOAD"  # the agent attributes processes by it
+MARKER_ENV = "GPUWARDEN_WORKLOAD"  # the agent's workload id, read from a process's environment
 
 
 class AllocationError(Exception):
@@ -208,11 +207,8 @@ def match_pod(pods: Sequence[PodView], node: str, device_ids: Sequence[str],
 # ---- the plan ----------------------------------------------------------------------------------
 
 def workload_id(pod: PodView, container: str) -> str:
-    """The agent's id of a pod's container: readable, unique (the pod UID decides)."""
-    digest = hashlib.sha256(f"{pod.uid}/{container}".encode()).hexdigest()[:8]
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in
-                   f"{pod.namespace}.{pod.name}.{container}")[:80]
-    return f"{safe}-{digest}"
+    """The agent's id of a pod's container (in cluster mode it finds the region by it)."""
+    return region_dir_name(pod.uid, container)
 
 
 def region_dir_name(pod_uid: str, container: str) -> str:

@@ -54,11 +54,6 @@ def register(sub: Any) -> None:
     p.add_argument("--libvgpu", default=None, metavar="PATH",
                    help="host path of libvgpu.so mounted into containers (default: the build "
                    "beside this gpuwarden)")
-    p.add_argument("--agent-state-dir", type=Path, default=None, metavar="DIR",
-                   help="the node agent's state folder (its control socket); default "
-                   "$GPUWARDEN_STATE_DIR or /run/gpuwarden")
-    p.add_argument("--no-agent", action="store_true",
-                   help="no node agent on this node: do not tell it about containers")
     p.add_argument("--driver-mount", action="append", default=None, metavar="PATH",
                    help="host path mounted read-only into every GPU container (repeatable; "
                    "file key driverMounts)")
@@ -91,7 +86,6 @@ def cmd_deviceplugin(args: argparse.Namespace) -> int:
             print(f"gpuwarden deviceplugin: {err} (or pass --libvgpu)", file=sys.stderr)
             return 2
 
-    from deviceplugin.agentlink import AgentLink
     from deviceplugin.kube import KubeCluster
     from deviceplugin.nvml import NvmlInventory
     from deviceplugin.server import DevicePlugin, PluginOptions, PodResourcesClient
@@ -113,14 +107,9 @@ def cmd_deviceplugin(args: argparse.Namespace) -> int:
               f"({'--kubeconfig ' + args.kubeconfig if args.kubeconfig else 'in-cluster'}): "
               f"{err}", file=sys.stderr)
         return 2
-    agent_sock = None
-    if not args.no_agent:
-        state = args.agent_state_dir or Path(os.environ.get("GPUWARDEN_STATE_DIR")
-                                             or "/run/gpuwarden")
-        agent_sock = state / "agent.sock"
     podres = (PodResourcesClient(opts.pod_resources_socket, settings.resource_names.gpu)
               if opts.pod_resources_socket else None)
-    plugin = DevicePlugin(settings, opts, inventory, cluster, AgentLink(agent_sock), podres)
+    plugin = DevicePlugin(settings, opts, inventory, cluster, podres)
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())

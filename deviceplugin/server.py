@@ -24,7 +24,6 @@ from typing import Any, Protocol
 
 import grpc
 
-from deviceplugin.agentlink import AgentLink, adopt_message
 from deviceplugin.allocation import (
     AllocationError,
     ContainerPlan,
@@ -113,12 +112,10 @@ def _now_rfc3339() -> str:
 
 class DevicePlugin:
     def __init__(self, settings: Settings, opts: PluginOptions, inventory: Inventory,
-                 cluster: Cluster, agent: AgentLink | None = None,
-                 pod_resources_client: PodResourcesClient | None = None,
+                 cluster: Cluster, pod_resources_client: PodResourcesClient | None = None,
                  log: Callable[[str], None] | None = None) -> None:
         self.settings, self.opts = settings, opts
         self.inventory, self.cluster = inventory, cluster
-        self.agent = agent or AgentLink(None)
         self.podres = pod_resources_client
         self.log = log or (lambda msg: print(f"gpuwarden deviceplugin: {msg}", file=sys.stderr,
                                              flush=True))
@@ -273,8 +270,6 @@ class DevicePlugin:
             for ids, plan in zip(requests, plans, strict=True):
                 self.allocated[frozenset(ids)] = plan
         for plan in plans:
-            if not self.agent.tell(adopt_message(plan, f"{plan.region_dir}/{REGION_FILE}")):
-                self.log(f"{plan.wid}: {self.agent.last_error}; will tell the agent later")
             self.log(f"allocated {plan.pod.ref} container {plan.container}: "
                      f"{', '.join(f'{g.uuid} {g.memory_mib} MiB {g.cores}%' for g in plan.grants)}")
         return pb.AllocateResponse(container_responses=[self._response(p) for p in plans])
@@ -485,10 +480,9 @@ class DevicePlugin:
                 self.maintain()
 
     def maintain(self) -> None:
-        """Periodic: republish the node annotations, deliver what the agent missed, remove the
-        region folders of pods that are gone (and tell the agent)."""
+        """Periodic: republish the node annotations, remove the region folders of pods that
+        are gone."""
         self.publish()
-        self.agent.flush()
         root = Path(self.paths.region_root)
         try:
             live = {p.uid for p in self.cluster.pods_on_node(self.opts.node)}
@@ -499,7 +493,6 @@ class DevicePlugin:
             uid, sep, _ = folder.name.partition("_")
             if not sep or not folder.is_dir() or uid in live:
                 continue
-            self.agent.release(uid)
             self.allocated = {k: v for k, v in self.allocated.items() if v.pod.uid != uid}
             shutil.rmtree(folder, ignore_errors=True)
 

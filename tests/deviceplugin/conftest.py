@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from standin import FakeCluster, FakeInventory, StandinKubelet, short_dir, two_gpus
 
-from deviceplugin.agentlink import AgentLink
 from deviceplugin.server import DevicePlugin, PluginOptions, PodResourcesClient
 from gpuwarden.config import Settings
 
@@ -32,8 +31,7 @@ class Bed:
 def make_bed() -> Iterator[Callable[..., Bed]]:
     made: list[Bed] = []
 
-    def make(settings: Settings | None = None, agent: AgentLink | None = None,
-             pod_resources: bool = False) -> Bed:
+    def make(settings: Settings | None = None, pod_resources: bool = False) -> Bed:
         d = short_dir()
         plugin_dir = d / "dp"
         plugin_dir.mkdir()
@@ -46,7 +44,7 @@ def make_bed() -> Iterator[Callable[..., Bed]]:
                              maintenance_seconds=3600, pod_resources_socket=d / "podres.sock")
         podres = PodResourcesClient(d / "podres.sock", settings.resource_names.gpu) \
             if pod_resources else None
-        plugin = DevicePlugin(settings, opts, inventory, cluster, agent, podres,
+        plugin = DevicePlugin(settings, opts, inventory, cluster, podres,
                               log=lambda _m: None).start()
         _, stub = kubelet.dial(opts.socket_name)
         bed = Bed(d, kubelet, plugin, cluster, inventory, stub, regions)
