@@ -3,8 +3,8 @@ device-plugins folder, registers with the kubelet once serving, and serves and r
 when the kubelet restarts (its socket is recreated and ours deleted).
 
 The servicer only translates: matching a request to a pod and planning what the container gets
-are deviceplugin.allocation's pure functions; Kubernetes, NVML, the PodResources API and the
-agent are injected edges.
+are deviceplugin.allocation's pure functions; Kubernetes, NVML and the PodResources API are
+injected edges.
 """
 
 from __future__ import annotations
