@@ -21,6 +21,22 @@ def register(sub: Any) -> None:
                        "GPU processes (shim, eBPF, NVML), enforces, exports metrics.")
     a.add_argument("--policy", required=True, action="append", metavar="PATH",
                    help="policy file or directory (repeatable)")
+    a.add_argument("--standalone", action="store_true",
+                   help="no Kubernetes: workloads come from `gpuwarden run` (the default; "
+                   "the opposite of --kubernetes)")
+    a.add_argument("--kubernetes", action="store_true",
+                   help="cluster mode: the workloads are the GPU containers of this node's "
+                   "pods (watched through the API server); verdicts also become Events on "
+                   "the pods")
+    a.add_argument("--node", default=None, metavar="NAME",
+                   help="with --kubernetes: this node's name (default: $NODE_NAME, else the "
+                   "host name)")
+    a.add_argument("--kubeconfig", default=None, metavar="PATH",
+                   help="with --kubernetes: credentials (default: the pod's service account, "
+                   "else $KUBECONFIG)")
+    a.add_argument("--regions-root", default=None, metavar="DIR",
+                   help="with --kubernetes: where the device plugin keeps each container's "
+                   "region (default /var/lib/gpuwarden/containers)")
     a.add_argument("--metrics-port", type=int, default=None, metavar="N",
                    help="serve /metrics and /healthz on this port (0: any free port)")
     a.add_argument("--metrics-host", default="127.0.0.1", metavar="ADDR",
@@ -102,7 +118,24 @@ def cmd_agent(args: argparse.Namespace) -> int:
     from agent.service import serve
 
     state = args.state_dir or default_state_dir()
-    return serve(policy=args.policy, state_dir=state, metrics_port=args.metrics_port,
+    if args.standalone and args.kubernetes:
+        print("gpuwarden agent: --standalone and --kubernetes: choose one", file=sys.stderr)
+        return 2
+    cluster = None
+    if args.kubernetes:
+        from agent.service import cluster_mode
+
+        try:
+            cluster = cluster_mode(args.node, args.kubeconfig, args.regions_root)
+        except Exception as err:
+            print(f"gpuwarden agent: cannot reach the Kubernetes API: {err}", file=sys.stderr)
+            return 2
+    elif args.node or args.kubeconfig or args.regions_root:
+        print("gpuwarden agent: --node, --kubeconfig and --regions-root need --kubernetes",
+              file=sys.stderr)
+        return 2
+    return serve(cluster=cluster, policy=args.policy, state_dir=state,
+                 metrics_port=args.metrics_port,
                  metrics_host=args.metrics_host, dry_run=args.dry_run, protect=args.protect,
                  audit_unmanaged=args.audit_unmanaged,
                  ebpf=not args.no_ebpf, libcuda=args.libcuda, tick=args.tick,

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.model import Mode, Response, Rule
+from policy.vocabulary import TO_AGENT
 
 __all__ = ["MIB", "parse_cores", "parse_size_mib", "request_from_flags", "to_rule"]
 
@@ -57,11 +58,14 @@ def request_from_flags(gpumem: str | None, gpumem_percentage: int | None,
 
 
 def policy_workload(namespace: str, name: str, labels: Mapping[str, str],
-                    request: Mapping[str, int | None], node: str = "") -> Any:
+                    request: Mapping[str, int | None], node: str = "",
+                    annotations: Mapping[str, str] | None = None, container: str = "main",
+                    node_labels: Mapping[str, str] | None = None) -> Any:
     from policy import ResourceRequest, Workload
 
-    return Workload(namespace=namespace, name=name, labels=dict(labels), container="main",
-                    node=node, request=ResourceRequest(**request))
+    return Workload(namespace=namespace, name=name, labels=dict(labels),
+                    annotations=dict(annotations or {}), container=container, node=node,
+                    node_labels=dict(node_labels or {}), request=ResourceRequest(**request))
 
 
 def to_rule(eff: Any, gpu_total_bytes: int | None, name: str = "") -> Rule:
@@ -85,12 +89,10 @@ def to_rule(eff: Any, gpu_total_bytes: int | None, name: str = "") -> Rule:
         memory_limit_bytes=limit,
         cores_percent=int(eff.gpucores or 0),
         priority="high" if eff.priority == 0 else "low",
-        core_policy=str(eff.core_policy),
         response=Response(ov.action),
         grace_seconds=float(ov.grace_seconds),
-        compute_grace_seconds=float(eff.compute_grace_seconds),
-        bypass_tolerance_bytes=int(eff.bypass_tolerance_mib) * MIB,
         alert_name=ov.alert_name or "GpuSliceViolation",
         severity=str(ov.severity),
         alert_rule=(getattr(eff, "decided_by", None) or {}).get("on_violation", "defaults"),
+        **{f.agent: f.to_agent(getattr(eff, f.attr)) for f in TO_AGENT},
     )

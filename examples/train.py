@@ -5,9 +5,10 @@ holds it, and reports what it got.
 
     python3 examples/train.py [--mib N] [--step-mib N] [--seconds N]
 
-Defaults: 2048 MiB in steps of 256 MiB, held 3 s. Exit status 0 when it got everything, 3 when the GPU
-(or its slice) ran out of memory first, 2 when there is no GPU (on a machine without one, first
-`eval "$(gpuwarden sim env)"`). Runs on a real NVIDIA GPU and on gpuwarden's simulated one.
+Defaults: 2048 MiB in steps of 256 MiB, held 3 s. Exit status 0 when it got everything, 3 when
+the GPU (or its slice) ran out of memory first, 2 when there is no GPU (on a machine without
+one, first `eval "$(gpuwarden sim env)"`). Runs on a real NVIDIA GPU and on gpuwarden's
+simulated one.
 """
 
 from __future__ import annotations

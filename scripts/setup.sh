@@ -2,7 +2,9 @@
 # Set up gpuwarden on this machine, idempotently: system packages (BCC, kernel headers, a C
 # toolchain, promtool), kernel headers linked for the running kernel, tracefs, a virtual
 # environment in .venv that can import Debian's bcc, the project installed into it, and libvgpu
-# (with the simulated driver) built.  Run as root for eBPF; without root everything else is done.
+# (with the simulated driver) built, and the Kubernetes test bed's binaries unpacked from
+# ../shared/k8s (when that folder exists) into .cache/k8s/v1.36.2 (KUBEBUILDER_ASSETS for the
+# `k8s` tests).  Run as root for eBPF; without root everything else is done.
 #
 #   scripts/setup.sh            # everything
 #   GPUWARDEN_SKIP_APT=1 ...    # do not touch system packages (they are reported if missing)
@@ -19,7 +21,8 @@ ebpf_ok=1
 
 # ---- system packages -------------------------------------------------------------------------
 apt_pkgs=(build-essential make python3 python3-venv python3-dev bpfcc-tools python3-bpfcc
-          prometheus util-linux procps libatomic1)
+          prometheus util-linux procps libatomic1
+          etcd-server runc containernetworking-plugins openssl busybox-static xz-utils)
 missing_pkgs() {
   local p out=()
   for p in "$@"; do
@@ -137,6 +140,37 @@ fi
 # ---- libvgpu and the simulated driver --------------------------------------------------------
 command -v cc >/dev/null || die "no C compiler (install build-essential)"
 make -s -C libvgpu >/dev/null || die "building libvgpu failed (see the compiler output above)"
+
+# ---- the Kubernetes test bed (tests marked `k8s`) ---------------------------------------------
+# Kubernetes v1.36.2 and containerd 2 binaries ship as .xz in ../shared/k8s (see its README); they
+# are checked against its SHA256SUMS and unpacked once (a stamp holds the sums' own hash).
+command -v kubectl >/dev/null \
+  || warn "kubectl is not on PATH: the k8s tests do not need it, but debugging a test cluster does"
+k8s_src="$root/../shared/k8s"
+k8s_dst="$root/.cache/k8s/v1.36.2"
+if [ -f "$k8s_src/SHA256SUMS" ]; then
+  k8s_want=$(sha256sum < "$k8s_src/SHA256SUMS" | cut -c1-64)
+  k8s_ok=1
+  [ "$(cat "$k8s_dst/.unpacked" 2>/dev/null)" = "$k8s_want" ] || k8s_ok=0
+  while read -r _ xz; do
+    [ -x "$k8s_dst/${xz%.xz}" ] || k8s_ok=0
+  done < "$k8s_src/SHA256SUMS"
+  if [ $k8s_ok = 0 ]; then
+    say "unpacking Kubernetes binaries from $k8s_src into $k8s_dst"
+    (cd "$k8s_src" && sha256sum --quiet -c SHA256SUMS) \
+      || die "$k8s_src: a file does not match SHA256SUMS (a corrupt copy?)"
+    mkdir -p "$k8s_dst"
+    rm -f "$k8s_dst/.unpacked"
+    while read -r _ xz; do
+      xz -dc "$k8s_src/$xz" > "$k8s_dst/${xz%.xz}.part" || die "unpacking $k8s_src/$xz failed"
+      chmod +x "$k8s_dst/${xz%.xz}.part"
+      mv -f "$k8s_dst/${xz%.xz}.part" "$k8s_dst/${xz%.xz}"
+    done < "$k8s_src/SHA256SUMS"
+    echo "$k8s_want" > "$k8s_dst/.unpacked"
+  fi
+elif [ ! -d "$k8s_dst" ]; then
+  warn "no $k8s_src and no $k8s_dst: tests marked k8s will skip (set KUBEBUILDER_ASSETS to a folder of Kubernetes binaries)"
+fi
 
 if [ $ebpf_ok = 1 ] && [ $is_root = 1 ]; then
   say "ready (eBPF available)"
