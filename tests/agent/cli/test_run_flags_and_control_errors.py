@@ -128,3 +128,16 @@ def test_run_waits_for_an_agent_that_is_still_starting(tmp_path: Path,
         t.join(5)
         for srv in servers:
             srv.close()
+
+
+@pytest.mark.parametrize("command", ["agent", "run", "top", "demo"])
+def test_every_option_says_what_it_does(command: str) -> None:
+    import argparse
+
+    from gpuwarden.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [a.option_strings or [a.dest] for a in sub.choices[command]._actions
+               if not isinstance(a, argparse._HelpAction) and not (a.help or "").strip()]
+    assert not missing, f"`gpuwarden {command}` options without help: {missing}"
