@@ -20,6 +20,7 @@ COMPONENT_CLIS: tuple[str, ...] = (
     "policy.cli",
     "bpf.cli",
     "libvgpu.cli",
+    "deviceplugin.cli",
 )
 
 
