@@ -126,11 +126,13 @@ def test_the_node_account_runs_the_agents_watch_and_events_and_the_plugins_annot
 
     # the agent: list + watch the node's pods, its node's labels, an Event on the pod
     api = KubeApi(api_client(str(kc)))
-    listed = api.list_pods(fake_node)
+    listed = api.pods_of_node(fake_node).list()
     assert [p["metadata"]["name"] for p in listed.items] == ["p"]
-    events = list(api.watch_pods(fake_node, listed.resource_version, timeout_s=1))
+    events = list(api.pods_of_node(fake_node).watch(listed.resource_version, timeout_s=1))
     assert all(e["type"] in ("BOOKMARK", "MODIFIED", "ADDED") for e in events)
-    assert api.node_labels(fake_node)["pool"] == "a"
+    [node] = api.node(fake_node).list().items
+    assert node["metadata"]["labels"]["pool"] == "a"
+    list(api.node(fake_node).watch(listed.resource_version, timeout_s=1))
     api.create_event({"apiVersion": "v1", "kind": "Event",
                       "metadata": {"generateName": "p.gpuwarden-", "namespace": k8s_namespace},
                       "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": "p",
