@@ -24,11 +24,12 @@ from agent.ledger import WorkloadRecord
 from agent.pods import PodContainer, PodError, pod_containers, pod_event
 from agent.podwatch import PodWatcher
 from agent.procfs import start_time
+from gpuwarden.config import DEFAULT_REGION_ROOT
 from gpuwarden.resources import ResourceNames
 
 __all__ = ["ClusterMode", "ns_pid", "record_of"]
 
-DEFAULT_REGIONS_ROOT = "/var/lib/gpuwarden/containers"
+DEFAULT_REGIONS_ROOT = DEFAULT_REGION_ROOT  # the device plugin's setting `regionRoot`
 
 
 def record_of(pc: PodContainer, created: float) -> WorkloadRecord:

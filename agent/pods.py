@@ -12,19 +12,18 @@ returns (the same dicts a manifest file holds), no client library.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agent.cgroups import bare_container_id
+from gpuwarden.annotations import ASSIGNMENT, AnnotationError, decode_assignment
 from gpuwarden.resources import ResourceNames
 from policy.model import Workload
 from policy.pods import PodError, workloads_from_manifest
 
 __all__ = [
-    "ASSIGNMENT_ANNOTATION",
     "PodContainer",
     "PodError",
     "container_region",
@@ -35,7 +34,6 @@ __all__ = [
     "wid_of",
 ]
 
-ASSIGNMENT_ANNOTATION = "gpuwarden.io/assignment"
 REGION_FILE = "vgpu.region"
 
 
@@ -68,17 +66,14 @@ def container_region(root: str | Path, pod_uid: str, container: str) -> Path:
 
 def _assigned(annotations: Mapping[str, str], source: str) -> dict[str, tuple[str, ...]]:
     """Container name -> assigned GPU UUIDs, from the extender's assignment annotation."""
-    text = annotations.get(ASSIGNMENT_ANNOTATION)
+    text = annotations.get(ASSIGNMENT)
     if not text:
         return {}
     try:
-        doc = json.loads(text)
-        return {str(c["name"]): tuple(str(d["uuid"]) for d in c.get("devices") or ())
-                for c in doc.get("containers") or ()}
-    except (ValueError, TypeError, KeyError, AttributeError) as err:
-        raise PodError(f"{source}: annotation {ASSIGNMENT_ANNOTATION} is not the extender's "
-                       f"assignment JSON ({type(err).__name__}: {err}); expected "
-                       '{"containers": [{"name": ..., "devices": [{"uuid": ...}]}]}') from None
+        assignment = decode_assignment(text)
+    except AnnotationError as err:
+        raise PodError(f"{source}: {err}") from None
+    return {c.name: tuple(d.uuid for d in c.devices) for c in assignment.containers}
 
 
 def _running_ids(pod: Mapping[str, Any]) -> dict[str, str]:

@@ -113,12 +113,25 @@ fi
 stamp=.venv/.gpuwarden-installed
 want=$(cat pyproject.toml | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  say "installing gpuwarden and its dependencies into .venv"
-  # (pip's notes about absent local find-links folders are noise on some machines)
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 \
-    | { grep -v "is ignored: it is neither a file nor a directory" || true; } >&2 \
+  say "installing gpuwarden and its dependencies into .venv (about a minute; pip's progress follows)"
+  # pip's "Collecting"/"Installing" lines show progress; its notes about absent local find-links
+  # folders are noise on some machines.
+  .venv/bin/python -m pip install --progress-bar off --disable-pip-version-check -e ".[dev]" 2>&1 \
+    | { grep --line-buffered -E "^(Collecting|Installing|Successfully|ERROR|error)" || true; } \
+    | sed -u 's/^/setup: pip: /' >&2 \
     || die "pip install into .venv failed (is PyPI reachable?)"
   echo "$want" > "$stamp"
+fi
+# ---- the gpuwarden command on PATH ----------------------------------------------------------
+# As root: a link in /usr/local/bin (replaced only when it is a link to some checkout's .venv).
+link=/usr/local/bin/gpuwarden
+if [ $is_root = 1 ] && { [ ! -e "$link" ] && [ ! -L "$link" ] || [[ "$(readlink "$link")" == */.venv/bin/gpuwarden ]]; }; then
+  if [ "$(readlink "$link" 2>/dev/null)" != "$root/.venv/bin/gpuwarden" ]; then
+    mkdir -p /usr/local/bin && ln -sfn "$root/.venv/bin/gpuwarden" "$link"
+    say "linked $link -> $root/.venv/bin/gpuwarden"
+  fi
+elif [ "$(command -v gpuwarden 2>/dev/null)" != "$root/.venv/bin/gpuwarden" ]; then
+  say "to type \`gpuwarden\` in this shell: export PATH=\"$root/.venv/bin:\$PATH\""
 fi
 if ! .venv/bin/python -c 'import bcc' 2>/dev/null; then
   warn ".venv cannot import bcc (install python3-bpfcc); eBPF features are unavailable"; ebpf_ok=0

@@ -65,7 +65,7 @@ def test_region_is_the_device_plugins_folder_for_the_container(training):
 
 
 def test_devices_come_from_the_extenders_assignment(training):
-    assignment = {"version": 1, "node": "gpu-node-1", "containers": [
+    assignment = {"version": 1, "node": "gpu-node-1", "rule": "", "containers": [
         {"name": "trainer", "init": False, "devices": [
             {"uuid": "GPU-1", "index": 1, "memoryMiB": 30000, "cores": 60}]}]}
     [pc] = pod_containers(served(training, assignment=assignment), {}, "/r")
@@ -87,7 +87,7 @@ def test_a_broken_assignment_is_named(training):
     pod = served(training)
     pod["metadata"]["annotations"]["gpuwarden.io/assignment"] = "{not json"
     with pytest.raises(PodError, match=r"pod ml-train/resnet-train: annotation "
-                                       r"gpuwarden.io/assignment is not the extender"):
+                                       r"gpuwarden.io/assignment: is not valid JSON"):
         pod_containers(pod, {}, "/r")
 
 
