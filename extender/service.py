@@ -282,6 +282,26 @@ class Extender:
         plan.fits[key] = result
         return result
 
+    def capacity(self, planner: PodPlanner) -> str | None:
+        """For the webhook: None when some GPU node could hold the pod if it were empty (or
+        no GPU node is known yet), else why none can."""
+        reasons: list[str] = []
+        for view in list(self.views.values()):
+            if view.state is None:
+                continue
+            request = planner.request(view.name, view.labels)
+            if isinstance(request, Denial):
+                reasons.append(f"{view.name}: {request.message}")
+                continue
+            r = fit(NodeState(view.name, view.state.inventory, {}), request)
+            if isinstance(r, Fit):
+                return None
+            reasons.append(f"{view.name}: {r.reason.removeprefix('gpuwarden: ')}")
+        if not reasons:
+            return None
+        more = f" (and {len(reasons) - 3} more nodes)" if len(reasons) > 3 else ""
+        return "; ".join(sorted(reasons)[:3]) + more
+
     # ---- the verbs (ExtenderArgs in, ExtenderFilterResult / HostPriorityList out) -----------
 
     def filter(self, args: Mapping[str, Any]) -> dict[str, Any]:
