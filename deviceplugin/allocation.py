@@ -267,7 +267,9 @@ def plan_container(match: Match, gpus: Mapping[str, PhysicalGpu], settings: Sett
     ]
     if _preload_wanted(pod, c.name):
         mounts.append(MountSpec(CONTAINER_PRELOAD, paths.preload_file, True))
-    mounts += [MountSpec(p, p, True) for p in settings.driver_mounts]
+    for p in settings.driver_mounts:
+        path = p.removesuffix(":rw").removesuffix(":ro")
+        mounts.append(MountSpec(path, path, not p.endswith(":rw")))
     return ContainerPlan(wid=wid, pod=pod, container=c.name, grants=c.devices,
                          limits_bytes=limits, region_dir=region_dir, envs=envs,
                          mounts=tuple(mounts), priority=c.priority, core_policy=policy)

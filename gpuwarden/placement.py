@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, get_args
+from typing import Literal
 
 from gpuwarden.annotations import (
     HAMI_GPU_POLICY,
@@ -36,9 +36,12 @@ from gpuwarden.annotations import (
     ContainerAssignment,
     DeviceGrant,
     GpuDevice,
+    NodeAllocations,
     NodeInventory,
     PodAssignment,
+    Reservation,
 )
+from gpuwarden.config import POLICIES
 from gpuwarden.resources import NODE_LABEL_GPU_MEMORY
 from policy import ast
 from policy.compiler import CompiledPolicy
@@ -61,13 +64,15 @@ __all__ = [
     "choose",
     "denial_for",
     "fit",
+    "ledger_usage",
     "node_usage",
     "pod_usage",
     "policy_node_keys",
+    "reservation",
 ]
 
 SchedulerPolicy = Literal["binpack", "spread"]
-SCHEDULER_POLICIES: tuple[str, ...] = get_args(SchedulerPolicy)
+SCHEDULER_POLICIES: tuple[str, ...] = POLICIES
 MAX_SCORE = 10  # kube-scheduler's MaxExtenderPriority
 
 
@@ -238,6 +243,20 @@ def node_usage(assignments: Iterable[PodAssignment]) -> dict[str, Usage]:
         for uuid, u in pod_usage(a).items():
             out[uuid] = out.get(uuid, Usage()) + u
     return out
+
+
+def ledger_usage(allocations: NodeAllocations) -> dict[str, Usage]:
+    """What the node's reservations hold on each GPU."""
+    out: dict[str, Usage] = {}
+    for r in allocations.reservations:
+        for uuid, mem, cores, slices in r.gpus:
+            out[uuid] = out.get(uuid, Usage()) + Usage(mem, cores, slices)
+    return out
+
+
+def reservation(uid: str, pod: str, at: int, footprint: Mapping[str, Usage]) -> Reservation:
+    return Reservation(uid, pod, at, tuple((uuid, u.memory_mib, u.cores, u.slices)
+                                           for uuid, u in sorted(footprint.items())))
 
 
 # ---- fit -----------------------------------------------------------------------------------------

@@ -22,7 +22,8 @@ ebpf_ok=1
 # ---- system packages -------------------------------------------------------------------------
 apt_pkgs=(build-essential make python3 python3-venv python3-dev bpfcc-tools python3-bpfcc
           prometheus util-linux procps libatomic1
-          etcd-server runc containernetworking-plugins openssl busybox-static xz-utils)
+          etcd-server runc containernetworking-plugins openssl busybox-static xz-utils
+          python3-cryptography)  # the webhook's certificates (extender/certs.py)
 missing_pkgs() {
   local p out=()
   for p in "$@"; do

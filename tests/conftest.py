@@ -133,6 +133,23 @@ def k8s_namespace(k8s_api) -> Iterator[str]:  # type: ignore[no-untyped-def]
     delete_namespace(k8s_api, name)
 
 
+@pytest.fixture
+def k8s_fake_node(k8s_api) -> Iterator[Callable[..., object]]:  # type: ignore[no-untyped-def]
+    """Factory of nodes without a kubelet (testbed.kube.add_fake_node's arguments), deleted
+    after the test."""
+    from testbed.kube import add_fake_node, delete_node
+
+    made: list[str] = []
+
+    def make(name: str, capacity: dict[str, str], **kw: object) -> object:
+        made.append(name)
+        return add_fake_node(k8s_api, name, capacity, **kw)  # type: ignore[arg-type]
+
+    yield make
+    for name in made:
+        delete_node(k8s_api, name)
+
+
 # ---- the simulated GPU (libvgpu/sim) -------------------------------------------------------------
 @dataclass(frozen=True)
 class SimGpu:

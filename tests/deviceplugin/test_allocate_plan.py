@@ -121,13 +121,15 @@ def test_preload_opt_out_by_annotation_or_env(pod: PodView, preload: bool) -> No
 
 
 def test_disablecorelimit_gives_no_compute_limit_and_driver_mounts_are_added() -> None:
-    s = Settings(disable_core_limit=True, driver_mounts=("/usr/lib/libcuda.so.1",))
+    s = Settings(disable_core_limit=True,
+                 driver_mounts=("/usr/lib/libcuda.so.1", "/var/sim:rw", "/dev/x:ro"))
     pod = assigned_pod("p", [("c", [(A0, 1000, 40)])])
     plan = plan_container(match_pod([pod], "node-a", [ID0], GPUS, s), GPUS, s, PATHS)
     assert "CUDA_DEVICE_SM_LIMIT" not in plan.envs
     assert plan.envs["GPU_CORE_UTILIZATION_POLICY"] == "disable"
-    assert ("/usr/lib/libcuda.so.1", "/usr/lib/libcuda.so.1", True) in [
-        (m.container_path, m.host_path, m.read_only) for m in plan.mounts]
+    mounts = [(m.container_path, m.host_path, m.read_only) for m in plan.mounts]
+    assert ("/usr/lib/libcuda.so.1", "/usr/lib/libcuda.so.1", True) in mounts
+    assert ("/var/sim", "/var/sim", False) in mounts and ("/dev/x", "/dev/x", True) in mounts
 
 
 def test_assignment_naming_a_gpu_this_node_lacks_is_refused_with_the_pod() -> None:

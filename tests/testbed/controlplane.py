@@ -95,7 +95,7 @@ class ControlPlane:
                  watch=list(self.components.values()))
 
     def _launch(self, name: str, argv: Sequence[str | Path]) -> Component:
-        comp = Component(name, [str(a) for a in argv], self.logs / f"{name}.log").start()
+        comp = Component(name, argv, self.logs / f"{name}.log").start()
         self.components[name] = comp
         return comp
 

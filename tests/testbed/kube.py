@@ -11,20 +11,22 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from testbed.procs import wait_for
 
 __all__ = ["ApiException", "add_fake_node", "api_client", "core", "create_namespace",
-           "delete_namespace", "pod_manifest", "pod_output", "remove_not_ready_taint",
-           "service_account_client", "wait_for", "wait_pod_phase"]
+           "delete_namespace", "delete_node", "pod_manifest", "pod_output",
+           "remove_not_ready_taint", "service_account_client", "wait_for", "wait_pod_phase"]
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 
 def api_client(kubeconfig: Path) -> client.ApiClient:
     """A client from a kubeconfig file (e.g. ControlPlane.admin_kubeconfig)."""
-    return config.new_client_from_config(config_file=str(kubeconfig))
+    api: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(kubeconfig))
+    return api
 
 
 def core(api: client.ApiClient) -> client.CoreV1Api:
@@ -63,7 +65,8 @@ def service_account_client(api: client.ApiClient, namespace: str, name: str,
             raise
     request = client.AuthenticationV1TokenRequest(
         spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=expiration_seconds))
-    token = v1.create_namespaced_service_account_token(name, namespace, request).status.token
+    answer: Any = v1.create_namespaced_service_account_token(name, namespace, request)
+    token = answer.status.token
     base = api.configuration
     conf = client.Configuration()
     conf.host = base.host
@@ -75,11 +78,12 @@ def service_account_client(api: client.ApiClient, namespace: str, name: str,
 def remove_not_ready_taint(api: client.ApiClient, node: str) -> None:
     """Drop node.kubernetes.io/not-ready (no node-lifecycle controller runs to do it)."""
     v1 = core(api)
-    taints = v1.read_node(node).spec.taints or []
-    kept = [t for t in taints if t.key != NOT_READY_TAINT]
+    found: Any = v1.read_node(node)
+    taints = found.spec.taints or []
+    kept = [{"key": t.key, "value": t.value, "effect": t.effect} for t in taints
+            if t.key != NOT_READY_TAINT]
     if len(kept) != len(taints):
-        v1.patch_node(node, {"spec": {"taints": [api.sanitize_for_serialization(t)
-                                                 for t in kept] or None}})
+        v1.patch_node(node, {"spec": {"taints": kept or None}})
 
 
 def add_fake_node(api: client.ApiClient, name: str, capacity: Mapping[str, str],
@@ -105,6 +109,14 @@ def add_fake_node(api: client.ApiClient, name: str, capacity: Mapping[str, str],
     return v1.read_node(name)
 
 
+def delete_node(api: client.ApiClient, name: str) -> None:
+    try:
+        core(api).delete_node(name)
+    except ApiException as err:
+        if err.status != 404:
+            raise
+
+
 def wait_pod_phase(api: client.ApiClient, namespace: str, name: str,
                    phases: tuple[str, ...] = ("Succeeded", "Failed"),
                    timeout: float = 60.0) -> Any:
@@ -114,7 +126,7 @@ def wait_pod_phase(api: client.ApiClient, namespace: str, name: str,
     last: list[Any] = [None]
 
     def reached() -> Any:
-        pod = v1.read_namespaced_pod(name, namespace)
+        pod: Any = v1.read_namespaced_pod(name, namespace)
         last[0] = pod
         return pod if pod.status.phase in phases else None
 

@@ -11,9 +11,11 @@ import fcntl
 import ipaddress
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,13 @@ from pyroute2 import IPRoute
 from testbed import images, kube
 from testbed.controlplane import ControlPlane, write_kubeconfig
 from testbed.procs import Component, free_ports, wait_for
-from testbed.runfolder import PREFIX, clean_stale_runs, unmount_all
+from testbed.runfolder import (
+    PREFIX,
+    clean_stale_runs,
+    delete_runc_containers,
+    kill_pids_naming,
+    unmount_all,
+)
 
 __all__ = ["DEVICE_PLUGIN_DIR", "KUBELET_LOCK", "KubeletLock", "Node"]
 
@@ -67,7 +75,7 @@ class KubeletLock:
             self.fd = None
 
 
-def _used_networks() -> list[ipaddress.IPv4Network]:
+def _used_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     with IPRoute() as ipr:
         nets = []
         for route in ipr.get_routes(family=socket.AF_INET):
@@ -118,14 +126,16 @@ class Node:
 
     `name` is the Node's name, `folder` its folder (logs in `folder/logs`), `cdi_dir` where CDI
     specs go, `containerd_socket` and `ctr()` reach its containerd, `pod_logs_dir` holds the
-    containers' logs, `plugins_registry_dir` is where DRA/CSI plugins register,
-    DEVICE_PLUGIN_DIR where device plugins do."""
+    containers' logs (`container_log()` reads them), `plugins_registry_dir` is where DRA/CSI
+    plugins register, DEVICE_PLUGIN_DIR where device plugins do; `startup_seconds` says how
+    long each start-up step took."""
 
     def __init__(self, cp: ControlPlane, name: str) -> None:
         self.cp = cp
         self.name = name
         self.lock = KubeletLock()
         self.components: dict[str, Component] = {}
+        self.startup_seconds: dict[str, float] = {}
         self._set_paths()
 
     def _set_paths(self) -> None:
@@ -154,7 +164,9 @@ class Node:
     def up(self, *, timeout: float = 60.0, lock_timeout: float | None = None) -> None:
         if lock_timeout is None:
             lock_timeout = float(os.environ.get("GPUWARDEN_TESTBED_LOCK_TIMEOUT", "300"))
+        t0 = time.perf_counter()
         self.lock.acquire(lock_timeout)
+        self.startup_seconds = {"kubelet lock wait": time.perf_counter() - t0}
         try:
             # holding the lock, any node bridge or dead run left on this machine is stale
             clean_stale_runs()
@@ -165,12 +177,17 @@ class Node:
                       self.images_dir):
                 d.mkdir(parents=True, exist_ok=True)
             self._write_configs()
+            t0 = time.perf_counter()
             self._start_containerd(timeout)
+            t1 = time.perf_counter()
             self.import_image(images.pause_image(self.images_dir))
             self.import_image(images.busybox_image(self.images_dir))
+            t2 = time.perf_counter()
             self._start_kubelet()
             self._wait_ready(time.time(), timeout)
             kube.remove_not_ready_taint(self.api, self.name)
+            self.startup_seconds.update({"containerd": t1 - t0, "images": t2 - t1,
+                                         "kubelet Ready": time.perf_counter() - t2})
         except BaseException:
             self.stop()
             raise
@@ -270,23 +287,29 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
             "--node-ip=127.0.0.1"], self.logs / "kubelet.log").start()
 
     def _kubelet_healthy(self) -> bool:
-        import urllib.request
-
         with urllib.request.urlopen(self.healthz_url, timeout=2) as resp:
             return bool(resp.read() == b"ok")
 
     def _ready_since(self, since: float) -> bool:
         """The Node is Ready with a heartbeat at or after `since` (a wall-clock time)."""
-        node = kube.core(self.api).read_node(self.name)
+        node: Any = kube.core(self.api).read_node(self.name)
         for cond in node.status.conditions or []:
             if cond.type == "Ready" and cond.status == "True":
                 beat = calendar.timegm(cond.last_heartbeat_time.utctimetuple())
                 return bool(beat >= int(since))
         return False
 
+    def _plugin_socket_since(self, since: float) -> bool:
+        """The kubelet's device-plugin registration socket was made at or after `since` (it
+        empties DEVICE_PLUGIN_DIR first)."""
+        sock = DEVICE_PLUGIN_DIR / "kubelet.sock"
+        return sock.is_socket() and sock.stat().st_mtime >= since
+
     def _wait_ready(self, since: float, timeout: float) -> None:
-        wait_for(lambda: self._kubelet_healthy() and self._ready_since(since), timeout,
-                 f"node {self.name} Ready", watch=list(self.components.values()))
+        wait_for(lambda: self._kubelet_healthy() and self._plugin_socket_since(since)
+                 and self._ready_since(since), timeout,
+                 f"node {self.name} Ready (device-plugin socket remade, status posted)",
+                 watch=list(self.components.values()))
 
     def restart_kubelet(self, timeout: float = 60.0) -> None:
         """Stop and start the kubelet only: containerd and running pods stay.  The kubelet
@@ -333,8 +356,6 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
         try:
             if "kubelet" in self.components:
                 self.components.pop("kubelet").stop()
-            from testbed.runfolder import delete_runc_containers, kill_pids_naming
-
             delete_runc_containers(self.runc_root, str(self.cp.assets.runc))
             for name in reversed(list(self.components)):
                 self.components.pop(name).stop()
@@ -343,8 +364,6 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
             with IPRoute() as ipr:
                 for index in ipr.link_lookup(ifname=self.bridge):
                     ipr.link("del", index=index)
-            import shutil
-
             shutil.rmtree(self.folder, ignore_errors=True)
         finally:
             self.lock.release()

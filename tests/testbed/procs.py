@@ -37,7 +37,7 @@ class Component:
     """One long-running program: started in a new session, its stdout and stderr appended to
     `log`; `stop()` signals the whole process group."""
 
-    def __init__(self, name: str, argv: Sequence[str], log: Path,
+    def __init__(self, name: str, argv: Sequence[str | Path], log: Path,
                  env: dict[str, str] | None = None) -> None:
         self.name = name
         self.argv = [str(a) for a in argv]
