@@ -16,7 +16,7 @@ __all__ = ["register"]
 
 
 def register(sub: Any) -> None:
-    a = sub.add_parser("agent", help="run the node agent (standalone)",
+    a = sub.add_parser("agent", help="run the node agent (standalone, or --kubernetes)",
                        description="The node agent: loads and hot-reloads the policy, audits "
                        "GPU processes (shim, eBPF, NVML), enforces, exports metrics.")
     a.add_argument("--policy", required=True, action="append", metavar="PATH",

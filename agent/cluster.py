@@ -5,7 +5,7 @@ pod watcher's cache) rather than `gpuwarden run` admissions; processes are given
 cgroup (agent.cgroups) instead of an environment marker; audit records about a pod also become
 Events on that pod. This module holds the state that needs (which process is in which
 container, which pid it has in its own namespace) and reads /proc for it; the API I/O sits in
-agent.kubeapi behind agent.podwatch's interface.
+agent.kubeapi; gpuwarden.informer keeps the pods of the node and the Node itself current.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from typing import Any
 from agent.cgroups import ContainerRef, container_of
 from agent.ledger import WorkloadRecord
 from agent.pods import PodContainer, PodError, pod_containers, pod_event
-from agent.podwatch import PodWatcher
 from agent.procfs import start_time
 from gpuwarden.config import DEFAULT_REGION_ROOT
+from gpuwarden.informer import Informer
 from gpuwarden.resources import ResourceNames
 
 __all__ = ["ClusterMode", "ns_pid", "record_of"]
@@ -56,11 +56,13 @@ def ns_pid(status_text: str) -> int | None:
 class ClusterMode:
     PENDING_GRACE_S = 30.0  # a pod process whose container the pod status does not list yet
 
-    def __init__(self, watcher: PodWatcher, node: str, regions_root: str | Path,
-                 names: ResourceNames | None = None, post_event: Any = None,
-                 proc_root: str | Path = "/proc", sync_timeout_s: float = 30.0,
+    def __init__(self, pods: Informer, node_obj: Informer, node: str,
+                 regions_root: str | Path, names: ResourceNames | None = None,
+                 post_event: Any = None, proc_root: str | Path = "/proc",
+                 sync_timeout_s: float = 30.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.watcher = watcher
+        self.pods = pods  # the pods bound to this node
+        self.node_obj = node_obj  # this node's Node object (its labels)
         self.node = node
         self.regions_root = Path(regions_root)
         self.names = names or ResourceNames()
@@ -78,19 +80,22 @@ class ClusterMode:
     # ---- the watch ---------------------------------------------------------------------------
 
     def start(self, wake: Callable[[], None]) -> bool:
-        """Start watching; wait for the first list. False when it did not come in time."""
+        """Start watching; wait for the first lists. False when they did not come in time."""
 
-        def changed() -> None:
+        def changed(_type: str, _old: Any, _new: Any) -> None:
             self._changed.set()
             wake()
 
-        self.watcher.on_change = changed
-        self.watcher.start()
-        return self.watcher.synced.wait(self.sync_timeout_s)
+        deadline = self.clock() + self.sync_timeout_s
+        for inf in (self.node_obj, self.pods):
+            inf.on_event = changed
+            inf.start()
+        return all(inf.synced.wait(max(0.0, deadline - self.clock()))
+                   for inf in (self.node_obj, self.pods))
 
     @property
     def synced(self) -> bool:
-        return self.watcher.synced.is_set()
+        return self.pods.synced.is_set() and self.node_obj.synced.is_set()
 
     def take_changed(self) -> bool:
         if self._changed.is_set():
@@ -98,14 +103,23 @@ class ClusterMode:
             return True
         return False
 
+    def node_labels(self) -> dict[str, str]:
+        for n in self.node_obj.items():
+            if (n.get("metadata") or {}).get("name") == self.node:
+                return {str(k): str(v) for k, v in
+                        ((n.get("metadata") or {}).get("labels") or {}).items()}
+        return {}
+
     def desired(self) -> dict[str, PodContainer]:
         """Every GPU container of the node's pods, by workload id; unreadable pods are kept in
         bad_pods with the reason (the daemon reports each once)."""
-        labels = self.watcher.node_labels()
+        labels = self.node_labels()
         out: dict[str, PodContainer] = {}
         bad: dict[str, str] = {}
-        for uid, pod in self.watcher.pods().items():
+        pods = self.pods.items()
+        for pod in pods:
             meta = pod.get("metadata") or {}
+            uid = str(meta.get("uid", ""))
             self._pod_names[uid] = (str(meta.get("namespace", "")), str(meta.get("name", "")))
             try:
                 for pc in pod_containers(pod, labels, self.regions_root, self.names):
@@ -114,7 +128,8 @@ class ClusterMode:
                 bad[uid] = str(err)
         self.bad_pods = bad
         if len(self._pod_names) > 20000:  # names of long-gone pods
-            self._pod_names = {u: self._pod_names[u] for u in self.watcher.pods()}
+            live = {str((p.get("metadata") or {}).get("uid", "")) for p in pods}
+            self._pod_names = {u: n for u, n in self._pod_names.items() if u in live}
         return out
 
     # ---- processes ---------------------------------------------------------------------------
@@ -200,7 +215,8 @@ class ClusterMode:
             self.events.put(body)
 
     def close(self) -> None:
-        self.watcher.stop()
+        self.pods.stop()
+        self.node_obj.stop()
         if self.events is not None:
             with contextlib.suppress(Exception):
                 self.events.close()

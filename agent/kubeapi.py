@@ -1,9 +1,9 @@
-"""The agent's one edge to the Kubernetes API (the `kubernetes` client): list and watch the pods
-of its node (raw JSON, the shape of a manifest), read its Node's labels, and post Events on pods
-from a background thread so that the loop never waits on the API server.
+"""The agent's one edge to the Kubernetes API (the `kubernetes` client): list/watch sources for
+the pods of its node and for its Node (raw JSON, the shape of a manifest; gpuwarden.informer
+keeps them), and Events on pods, posted from a background thread so that the loop never waits on
+the API server.
 
-Permissions it needs (deploy/ grants exactly these): pods get/list/watch, nodes get,
-events create.
+Permissions it needs (deploy/ grants them): pods list/watch, nodes list/watch, events create.
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import queue
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
-from agent.podwatch import Gone, PodList
+from gpuwarden.informer import ClientListWatch
 
 __all__ = ["EventWriter", "KubeApi", "api_client"]
 
@@ -34,58 +35,22 @@ def api_client(kubeconfig: str | None = None) -> Any:
 
 
 class KubeApi:
-    """agent.podwatch.PodApi over the kubernetes client."""
+    """The cluster-mode agent's API calls over the kubernetes client."""
 
     def __init__(self, client: Any) -> None:
         from kubernetes import client as k
 
         self.core: Any = k.CoreV1Api(client)  # raw JSON calls (_preload_content=False)
 
-    @staticmethod
-    def _selector(node: str) -> str:
-        return f"spec.nodeName={node}"
+    def pods_of_node(self, node: str) -> ClientListWatch:
+        """List/watch of the pods bound to `node` (field selector spec.nodeName)."""
+        return ClientListWatch(partial(self.core.list_pod_for_all_namespaces,
+                                       field_selector=f"spec.nodeName={node}"), _api_error)
 
-    def list_pods(self, node: str) -> PodList:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            resp = self.core.list_pod_for_all_namespaces(field_selector=self._selector(node),
-                                                         _preload_content=False)
-        except ApiException as err:
-            raise _api_error(err, f"list the pods of node {node}") from None
-        doc = json.loads(resp.data)
-        return PodList(items=list(doc.get("items") or ()),
-                       resource_version=str((doc.get("metadata") or {}).get("resourceVersion")
-                                            or ""))
-
-    def watch_pods(self, node: str, resource_version: str,
-                   timeout_s: int) -> Iterator[Mapping[str, Any]]:
-        from kubernetes import watch
-        from kubernetes.client.exceptions import ApiException
-
-        w = watch.Watch()
-        try:
-            for ev in w.stream(self.core.list_pod_for_all_namespaces,
-                               field_selector=self._selector(node),
-                               resource_version=resource_version, allow_watch_bookmarks=True,
-                               timeout_seconds=timeout_s, deserialize=False):
-                yield {"type": ev.get("type"), "object": ev.get("object") or {}}
-        except ApiException as err:
-            if err.status == 410:
-                raise Gone(str(err.reason)) from None
-            raise _api_error(err, f"watch the pods of node {node}") from None
-        finally:
-            w.stop()
-
-    def node_labels(self, node: str) -> dict[str, str]:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            resp = self.core.read_node(node, _preload_content=False)
-        except ApiException as err:
-            raise _api_error(err, f"read node {node}") from None
-        meta = json.loads(resp.data).get("metadata") or {}
-        return {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    def node(self, node: str) -> ClientListWatch:
+        """List/watch of the one Node `node` (its labels are matched by the policy)."""
+        return ClientListWatch(partial(self.core.list_node,
+                                       field_selector=f"metadata.name={node}"), _api_error)
 
     def create_event(self, body: Mapping[str, Any]) -> None:
         from kubernetes.client.exceptions import ApiException
@@ -97,7 +62,7 @@ class KubeApi:
             raise _api_error(err, f"create an Event in namespace {ns}") from None
 
 
-def _api_error(err: Any, what: str) -> RuntimeError:
+def _api_error(err: Any, what: str = "call the API server") -> RuntimeError:
     body = ""
     try:
         body = json.loads(err.body).get("message", "")

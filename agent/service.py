@@ -23,7 +23,7 @@ def cluster_mode(node: str | None, kubeconfig: str | None,
 
     from agent.cluster import DEFAULT_REGIONS_ROOT, ClusterMode
     from agent.kubeapi import EventWriter, KubeApi, api_client
-    from agent.podwatch import PodWatcher
+    from gpuwarden.informer import Informer
 
     name = node or os.environ.get("NODE_NAME") or socket.gethostname()
     api = KubeApi(api_client(kubeconfig))
@@ -33,7 +33,8 @@ def cluster_mode(node: str | None, kubeconfig: str | None,
 
         print(json.dumps(ev), file=sys.stderr, flush=True)
 
-    return ClusterMode(PodWatcher(api, name, log=log), name,
+    return ClusterMode(Informer("pods", api.pods_of_node(name), log=log),
+                       Informer("node", api.node(name), log=log), name,
                        regions_root or DEFAULT_REGIONS_ROOT,
                        post_event=EventWriter(api.create_event, log=log))
 

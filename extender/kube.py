@@ -7,10 +7,10 @@ Everything else in extender/ talks to the small `ClusterApi` protocol, which tes
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
-from gpuwarden.informer import Gone, Listed, ListWatch
+from gpuwarden.informer import ClientListWatch, ListWatch
 
 __all__ = ["ApiError", "ClusterApi", "Conflict", "KubeClusterApi"]
 
@@ -56,46 +56,6 @@ def _error(err: Any) -> ApiError:
     return (Conflict if status == 409 else ApiError)(status, str(message))
 
 
-class _KindWatch:
-    """List and watch one kind through a kubernetes-client list function, as dicts."""
-
-    def __init__(self, list_fn: Any) -> None:
-        self.list_fn = list_fn
-
-    def list(self) -> Listed:
-        from kubernetes.client.rest import ApiException
-
-        try:
-            resp = self.list_fn(_preload_content=False, resource_version="0")
-        except ApiException as err:
-            raise _error(err) from None
-        doc = json.loads(resp.data)
-        return Listed(list(doc.get("items") or []),
-                      str((doc.get("metadata") or {}).get("resourceVersion") or ""))
-
-    def watch(self, resource_version: str, timeout_s: int) -> Iterator[Mapping[str, Any]]:
-        from kubernetes.client.rest import ApiException
-
-        try:
-            resp = self.list_fn(watch=True, resource_version=resource_version,
-                                allow_watch_bookmarks=True, timeout_seconds=timeout_s,
-                                _preload_content=False, _request_timeout=timeout_s + 30)
-        except ApiException as err:
-            if err.status == 410:
-                raise Gone(str(err.reason)) from None
-            raise _error(err) from None
-        try:
-            buf = b""
-            for chunk in resp.stream(65536):
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    if line.strip():
-                        yield json.loads(line)
-        finally:
-            resp.release_conn()
-
-
 class KubeClusterApi:
     """`ClusterApi` over the official kubernetes client (kubeconfig or in-cluster config)."""
 
@@ -111,10 +71,10 @@ class KubeClusterApi:
         self.core = client.CoreV1Api(api)
 
     def node_watch(self) -> ListWatch:
-        return _KindWatch(self.core.list_node)
+        return ClientListWatch(self.core.list_node, _error)
 
     def pod_watch(self) -> ListWatch:
-        return _KindWatch(self.core.list_pod_for_all_namespaces)
+        return ClientListWatch(self.core.list_pod_for_all_namespaces, _error)
 
     def _call(self, fn: Any, *args: Any, **kw: Any) -> dict[str, Any]:
         from kubernetes.client.rest import ApiException

@@ -3,19 +3,22 @@ list, then one watch that resumes from the last resourceVersion seen (events and
 advance it) after a disconnect or timeout; the kind is listed again only when the API server
 answers 410 Gone. Errors back off (0.5 s doubling to 30 s).
 
-The API is a small injected interface (`ListWatch`), so tests feed events; the extender's
-`extender.kube` is the real one. Readers use `get` / `items` (no API call); `on_event(type, old,
-new)` tells a subscriber of each change after the cache has it.
+The API is a small injected interface (`ListWatch`), so tests feed events; `ClientListWatch`
+is the real one over a list function of the `kubernetes` client (the extender watches Nodes and
+Pods with it, the cluster-mode agent its own Node and the Pods bound to it). Readers use `get` /
+`items` (no API call); `on_event(type, old, new)` tells a subscriber of each change after the
+cache has it.
 """
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["Gone", "Informer", "ListWatch", "Listed", "object_key"]
+__all__ = ["ClientListWatch", "Gone", "Informer", "ListWatch", "Listed", "object_key"]
 
 Obj = dict[str, Any]
 Handler = Callable[[str, Obj | None, Obj | None], None]
@@ -38,6 +41,51 @@ class ListWatch(Protocol):
         """Watch events ({"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object": {...}}) with
         bookmarks; raises Gone for 410; ends when the server closes the watch."""
         ...
+
+
+class ClientListWatch:
+    """List and watch one kind through a kubernetes-client list function, as dicts (raw JSON,
+    no model classes). Bind selectors with functools.partial, e.g.
+    `partial(core.list_pod_for_all_namespaces, field_selector="spec.nodeName=n1")`.
+    `error` turns the client's ApiException into the caller's error type."""
+
+    def __init__(self, list_fn: Any, error: Callable[[Any], Exception] | None = None) -> None:
+        self.list_fn = list_fn
+        self.error = error or (lambda err: RuntimeError(
+            f"HTTP {getattr(err, 'status', '?')} {getattr(err, 'reason', err)}"))
+
+    def list(self) -> Listed:
+        from kubernetes.client.rest import ApiException
+
+        try:
+            resp = self.list_fn(_preload_content=False, resource_version="0")
+        except ApiException as err:
+            raise self.error(err) from None
+        doc = json.loads(resp.data)
+        return Listed(list(doc.get("items") or []),
+                      str((doc.get("metadata") or {}).get("resourceVersion") or ""))
+
+    def watch(self, resource_version: str, timeout_s: int) -> Iterator[Mapping[str, Any]]:
+        from kubernetes.client.rest import ApiException
+
+        try:
+            resp = self.list_fn(watch=True, resource_version=resource_version,
+                                allow_watch_bookmarks=True, timeout_seconds=timeout_s,
+                                _preload_content=False, _request_timeout=timeout_s + 30)
+        except ApiException as err:
+            if err.status == 410:
+                raise Gone(str(err.reason)) from None
+            raise self.error(err) from None
+        try:
+            buf = b""
+            for chunk in resp.stream(65536):
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            resp.release_conn()
 
 
 def object_key(obj: Mapping[str, Any]) -> str:

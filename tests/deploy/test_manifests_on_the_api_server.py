@@ -5,7 +5,6 @@ can make the calls that component makes, and not more."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -126,11 +125,13 @@ def test_the_node_account_runs_the_agents_watch_and_events_and_the_plugins_annot
 
     # the agent: list + watch the node's pods, its node's labels, an Event on the pod
     api = KubeApi(api_client(str(kc)))
-    listed = api.list_pods(fake_node)
+    listed = api.pods_of_node(fake_node).list()
     assert [p["metadata"]["name"] for p in listed.items] == ["p"]
-    events = list(api.watch_pods(fake_node, listed.resource_version, timeout_s=1))
+    events = list(api.pods_of_node(fake_node).watch(listed.resource_version, timeout_s=1))
     assert all(e["type"] in ("BOOKMARK", "MODIFIED", "ADDED") for e in events)
-    assert api.node_labels(fake_node)["pool"] == "a"
+    [node] = api.node(fake_node).list().items
+    assert node["metadata"]["labels"]["pool"] == "a"
+    list(api.node(fake_node).watch(listed.resource_version, timeout_s=1))
     api.create_event({"apiVersion": "v1", "kind": "Event",
                       "metadata": {"generateName": "p.gpuwarden-", "namespace": k8s_namespace},
                       "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": "p",
@@ -155,29 +156,31 @@ def test_the_node_account_runs_the_agents_watch_and_events_and_the_plugins_annot
     assert not can(nodeapi, "update", "nodes")
 
 
-def test_the_extender_account_reads_nodes_and_pods_annotates_and_binds(
+def test_the_extender_account_watches_reserves_annotates_and_binds(
         installed, k8s_cluster, k8s_api, k8s_namespace, fake_node, tmp_path):  # type: ignore[no-untyped-def]
     from agent.kubeapi import api_client
+    from extender.kube import KubeClusterApi
 
     kc = token_kubeconfig(k8s_cluster, k8s_api, "gpuwarden-extender", tmp_path)
-    ext = client.CoreV1Api(api_client(str(kc)))
-    pending_pod(k8s_api, k8s_namespace, "q")
-    nodes = json.loads(ext.list_node(_preload_content=False).data)["items"]
-    assert fake_node in [n["metadata"]["name"] for n in nodes]
-    ext.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={fake_node}")
-    ext.read_namespaced_pod("q", k8s_namespace)
-    ext.patch_namespaced_pod("q", k8s_namespace, {"metadata": {"annotations": {
-        "gpuwarden.io/bind-phase": "allocating"}}})
-    ext.create_namespaced_binding(k8s_namespace, {
-        "apiVersion": "v1", "kind": "Binding", "metadata": {"name": "q"},
-        "target": {"apiVersion": "v1", "kind": "Node", "name": fake_node}},
-        _preload_content=False)  # the client cannot read a Binding answer back
+    ext = KubeClusterApi(str(kc))
+    pod = pending_pod(k8s_api, k8s_namespace, "q")
+    nodes = ext.node_watch().list()
+    assert fake_node in [n["metadata"]["name"] for n in nodes.items]
+    list(ext.node_watch().watch(nodes.resource_version, 1))
+    pods = ext.pod_watch().list()
+    list(ext.pod_watch().watch(pods.resource_version, 1))
+    node = ext.read_node(fake_node)
+    ext.patch_node_annotations(fake_node, {"gpuwarden.io/allocations": "{}"},
+                               node["metadata"]["resourceVersion"])
+    assert ext.read_pod(k8s_namespace, "q")["metadata"]["uid"] == pod.metadata.uid
+    ext.patch_pod_annotations(k8s_namespace, "q", {"gpuwarden.io/bind-phase": "allocating"})
+    ext.bind(k8s_namespace, "q", pod.metadata.uid, fake_node)
     got = client.CoreV1Api(k8s_api).read_namespaced_pod("q", k8s_namespace)
     assert got.spec.node_name == fake_node
 
     extapi = api_client(str(kc))
     assert not can(extapi, "delete", "pods", k8s_namespace)
-    assert not can(extapi, "patch", "nodes")
+    assert not can(extapi, "update", "nodes")
     assert not can(extapi, "get", "secrets", k8s_namespace)
 
 

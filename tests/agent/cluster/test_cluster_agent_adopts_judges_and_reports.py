@@ -18,8 +18,8 @@ import pytest
 from agent.cluster import ClusterMode
 from agent.daemon import Agent, AgentConfig
 from agent.model import WorkloadKey
-from agent.podwatch import PodList, PodWatcher
 from agent.procfs import start_time
+from gpuwarden.informer import Informer, Listed
 from libvgpu import region as lr
 
 MIB = 1 << 20
@@ -143,20 +143,25 @@ class World:
             c.wait()
 
 
-class Api:
+class PodsApi:
+    """gpuwarden.informer.ListWatch of the node's pods in the World."""
+
     def __init__(self, world: World) -> None:
         self.world = world
 
-    def list_pods(self, node):
-        return PodList([json.loads(json.dumps(p)) for p in self.world.pods.values()],
-                       str(self.world.rv))
+    def list(self):
+        return Listed([json.loads(json.dumps(p)) for p in self.world.pods.values()],
+                      str(self.world.rv))
 
-    def node_labels(self, node):
-        return {"pool": "a100"}
-
-    def watch_pods(self, node, rv, timeout_s):
-        time.sleep(0.05)  # nothing new: the server closes the watch, the watcher resumes
+    def watch(self, rv, timeout_s):
+        time.sleep(0.05)  # nothing new: the server closes the watch, the informer resumes
         return iter(())
+
+
+class NodeApi(PodsApi):
+    def list(self):
+        return Listed([{"metadata": {"name": NODE, "labels": {"pool": "a100"},
+                                     "resourceVersion": "1"}}], "1")
 
 
 class Events:
@@ -180,7 +185,8 @@ def world(tmp_path: Path):
 def start_agent(tmp: Path, world: World, events: Events) -> Agent:
     (tmp / "policy").mkdir(exist_ok=True)
     (tmp / "policy" / "p.gwp").write_text(POLICY)
-    cluster = ClusterMode(PodWatcher(Api(world), NODE), NODE, world.regions,
+    cluster = ClusterMode(Informer("pods", PodsApi(world)), Informer("node", NodeApi(world)),
+                          NODE, world.regions,
                           post_event=events, proc_root=world.proc, sync_timeout_s=10)
     cfg = AgentConfig(policy_paths=[str(tmp / "policy")], state_dir=tmp / "state",
                       ebpf=False, proc_root=str(world.proc), tick_seconds=0.1,
@@ -237,7 +243,7 @@ def test_cluster_agent_end_to_end_in_process(tmp_path: Path, world: World) -> No
         assert not [e for e in audit(tmp_path) if late.pid in e.get("pids", ())]
         # the pod's status catches up: the process is its container's
         world.pods[late_uid]["status"]["containerStatuses"][0]["state"] = {"running": {}}
-        agent.cluster.watcher.relist()
+        agent.cluster.pods.relist()
         run_until(agent, lambda: agent.table.owner.get(late.pid) == f"{late_uid}_main",
                   what="the late container's process is adopted")
         assert not [e for e in audit(tmp_path) if e.get("workload", {}).get("pod") == "good"
@@ -262,7 +268,7 @@ def test_cluster_agent_end_to_end_in_process(tmp_path: Path, world: World) -> No
         assert agent.tracked[f"{good_uid}_main"].shim_pids == {good.pid}
 
         del world.pods[good_uid]  # the pod is deleted: its workload ends
-        agent.cluster.watcher.relist()
+        agent.cluster.pods.relist()
         run_until(agent, lambda: f"{good_uid}_main" not in agent.tracked,
                   what="the deleted pod's workload ends")
     finally:

@@ -12,6 +12,7 @@ assignment annotation themselves.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -105,6 +106,45 @@ def plugin(k8s_node: Any, sim: dict[str, str],
         p.stop()  # (the test bed may have stopped the node, and the plugin with it, already)
 
 
+AGENT_POLICY = """version 1
+
+defaults {
+  gpumem = 4GiB
+  mode = audit
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def agent(k8s_node: Any, sim: dict[str, str], plugin: PluginProc,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The node agent in cluster mode, reading the plugin's regions; yields its audit log."""
+    d = tmp_path_factory.mktemp("agent")
+    (d / "policy.gwp").write_text(AGENT_POLICY)
+    err = (d / "agent.log").open("ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuwarden", "agent", "--kubernetes", "--node", k8s_node.name,
+         "--kubeconfig", str(k8s_node.cp.admin_kubeconfig), "--regions-root",
+         str(plugin.regions), "--state-dir", str(d / "state"), "--policy",
+         str(d / "policy.gwp"), "--no-ebpf", "--quiet"],
+        env=sim, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO)
+    try:
+        wait_for(lambda: "ready;" in (d / "agent.log").read_text() or proc.poll() is not None,
+                 60, "the agent starting")
+        assert proc.poll() is None, (d / "agent.log").read_text()
+        yield d / "state" / "audit.jsonl"
+    finally:
+        proc.terminate()
+        proc.wait(15)
+        err.close()
+
+
+def audit_event(path: Path, pred: Any) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    return next((e for e in map(json.loads, path.read_text().splitlines()) if pred(e)), None)
+
+
 @pytest.fixture(scope="module")
 def probe_image(k8s_node: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
     d = tmp_path_factory.mktemp("probe")
@@ -178,8 +218,8 @@ def test_kubelet_restart_is_followed_by_registration_within_2s(
              "allocatable restored")
 
 
-def test_plugin_restart_leaves_running_pods_their_slices(
-        k8s_api, k8s_node, k8s_namespace, plugin, probe_image, sim) -> None:
+def test_plugin_restart_leaves_running_pods_their_slices_and_the_agent_adopts_them(
+        k8s_api, k8s_node, k8s_namespace, plugin, agent, probe_image, sim) -> None:
     uuid = node_gpus(k8s_api, k8s_node.name).devices[0].uuid
     pod = slice_pod("holder", k8s_node.name, probe_image, uuid, 700,
                     ["/app/probe", str(300 * MIB), str(600 * MIB), "hold"], sim)
@@ -197,6 +237,10 @@ def test_plugin_restart_leaves_running_pods_their_slices(
         return True
 
     wait_for(held, 30, "the holder's allocation counted in its region")
+    adopted = wait_for(lambda: audit_event(agent, lambda e: e.get("event") == "workload_adopted"
+                                           and e["workload"]["pod"] == "holder"), 30,
+                       "the agent adopting the holder's container")
+    assert adopted["region"] == str(region) and adopted["region_error"] is None
     before = plugin.registrations()
     assert plugin.stop() == 0
     plugin.start()

@@ -1,15 +1,17 @@
-"""The node's pod watcher: one list, then watches resumed from the last resourceVersion (events
-and bookmarks advance it); a relist only after 410 Gone; errors back off and resume."""
+"""The shared informer (the agent's pods and Node, the extender's nodes and pods): one list,
+then watches resumed from the last resourceVersion (events and bookmarks advance it); a relist
+only after 410 Gone; errors back off and resume."""
 
 import threading
 
 import pytest
 
-from agent.podwatch import Gone, PodList, PodWatcher
+from gpuwarden.informer import Gone, Informer, Listed
 
 
-def pod(uid, rv, name="p"):
-    return {"metadata": {"uid": uid, "name": name, "namespace": "ns", "resourceVersion": rv}}
+def pod(uid, rv, name=None):
+    return {"metadata": {"uid": uid, "name": name or f"p-{uid}", "namespace": "ns",
+                         "resourceVersion": rv}}
 
 
 class FakeApi:
@@ -20,15 +22,11 @@ class FakeApi:
         self.items, self.rv, self.scripts = items, rv, list(scripts)
         self.lists, self.watches = 0, []
 
-    def list_pods(self, node):
+    def list(self):
         self.lists += 1
-        return PodList(list(self.items), self.rv)
+        return Listed(list(self.items), self.rv)
 
-    def node_labels(self, node):
-        return {"gpu": "h200"}
-
-    def watch_pods(self, node, resource_version, timeout_s):
-        assert node == "n1"
+    def watch(self, resource_version, timeout_s):
         self.watches.append(resource_version)
         script = self.scripts.pop(0) if self.scripts else []
         for ev in script:
@@ -39,26 +37,26 @@ class FakeApi:
 
 def test_first_round_lists_then_watches_from_the_list_version():
     api = FakeApi([pod("a", "5")], "10", [[{"type": "ADDED", "object": pod("b", "11")}]])
-    w = PodWatcher(api, "n1")
+    w = Informer("pods", api)
     w.watch_once()
     assert api.lists == 1 and api.watches == ["10"]
-    assert set(w.pods()) == {"a", "b"} and w.resource_version == "11"
-    assert w.node_labels() == {"gpu": "h200"} and w.synced.is_set()
+    assert set(w.keys()) == {"ns/p-a", "ns/p-b"} and w.resource_version == "11"
+    assert w.synced.is_set()
 
 
 def test_bookmarks_and_events_advance_the_version_the_next_watch_resumes_from():
     api = FakeApi([], "10", [
         [{"type": "ADDED", "object": pod("a", "12")},
          {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "40"}}}],
-        [{"type": "MODIFIED", "object": pod("a", "41", name="renamed")},
+        [{"type": "MODIFIED", "object": pod("a", "41")},
          {"type": "DELETED", "object": pod("a", "42")}],
     ])
-    w = PodWatcher(api, "n1")
+    w = Informer("pods", api)
     w.watch_once()
     assert w.resource_version == "40"
     w.watch_once()  # the server closed the first watch: resume, no list
     assert api.lists == 1 and api.watches == ["10", "40"]
-    assert w.pods() == {} and w.resource_version == "42"
+    assert w.items() == [] and w.resource_version == "42"
 
 
 def test_a_disconnect_resumes_from_the_last_version_without_a_relist():
@@ -66,22 +64,22 @@ def test_a_disconnect_resumes_from_the_last_version_without_a_relist():
                              ConnectionResetError("peer reset")],
                             []])
     logs = []
-    w = PodWatcher(api, "n1", log=logs.append)
+    w = Informer("pods", api, log=logs.append)
     w.BACKOFF_MIN = 0.0
     done = threading.Event()
-    original = api.watch_pods
+    original = api.watch
 
-    def watch(node, rv, timeout_s):
+    def watch(rv, timeout_s):
         if len(api.watches) >= 1:  # the second watch is the last
             w.stop()
             done.set()
-        yield from original(node, rv, timeout_s)
+        yield from original(rv, timeout_s)
 
-    api.watch_pods = watch
+    api.watch = watch
     w.run()
     assert done.is_set()
     assert api.lists == 1 and api.watches == ["7", "8"]
-    assert logs[0]["event"] == "pod_watch_error" and "peer reset" in logs[0]["error"]
+    assert logs[0]["event"] == "watch_error" and "peer reset" in logs[0]["error"]
 
 
 def test_gone_drops_the_version_and_the_next_round_lists_again():
@@ -90,37 +88,37 @@ def test_gone_drops_the_version_and_the_next_round_lists_again():
         [],
     ])
     logs = []
-    w = PodWatcher(api, "n1", log=logs.append)
+    w = Informer("pods", api, log=logs.append)
     with pytest.raises(Gone):
         w.watch_once()
     api.items, api.rv = [pod("b", "50")], "50"
     w.resource_version = ""  # what run() does on Gone
     w.watch_once()
-    assert api.lists == 2 and set(w.pods()) == {"b"} and api.watches == ["9", "50"]
+    assert api.lists == 2 and set(w.keys()) == {"ns/p-b"} and api.watches == ["9", "50"]
 
 
 def test_run_relists_after_gone_and_logs_why():
     api = FakeApi([], "1", [[{"type": "ERROR", "object": {"code": 410, "message": "gone"}}],
                             []])
     logs = []
-    w = PodWatcher(api, "n1", log=logs.append)
-    original = api.watch_pods
+    w = Informer("pods", api, log=logs.append)
+    original = api.watch
 
-    def watch(node, rv, timeout_s):
+    def watch(rv, timeout_s):
         if len(api.watches) >= 1:  # the second watch is the last
             w.stop()
-        yield from original(node, rv, timeout_s)
+        yield from original(rv, timeout_s)
 
-    api.watch_pods = watch
+    api.watch = watch
     w.run()
     assert api.lists == 2
-    assert logs == [{"event": "pod_watch_relist", "resource_version": "1",
+    assert logs == [{"event": "watch_relist", "kind": "pods", "resource_version": "1",
                      "why": "410 Gone: gone"}]
 
 
 def test_other_watch_errors_are_raised_with_their_code():
-    w = PodWatcher(FakeApi([], "1", []), "n1")
-    with pytest.raises(RuntimeError, match="watch error 500"):
+    w = Informer("pods", FakeApi([], "1", []))
+    with pytest.raises(RuntimeError, match="pods watch error 500"):
         w.apply({"type": "ERROR", "object": {"code": 500, "message": "boom"}})
 
 
@@ -128,6 +126,6 @@ def test_change_callback_fires_for_pod_events_not_bookmarks():
     calls = []
     api = FakeApi([], "1", [[{"type": "BOOKMARK", "object": {"metadata": {
         "resourceVersion": "2"}}}, {"type": "ADDED", "object": pod("a", "3")}]])
-    w = PodWatcher(api, "n1", on_change=lambda: calls.append(1))
+    w = Informer("pods", api, on_event=lambda t, o, n: calls.append(t))
     w.watch_once()
-    assert len(calls) == 2  # the list, then the pod
+    assert calls == ["ADDED"]  # the bookmark moved the version only
