@@ -238,7 +238,8 @@ def decide(s: Snapshot, policy: AgentPolicy, now: float,
         spared = tuple(sorted(w.pids & policy.protected))
         if seen is None or not seen.alerted:
             actions.append(Action(ActionKind.ALERT, w.wid, w.key, targets, v, dry, spared,
-                                  reason=rule.alert_name))
+                                  reason=rule.alert_name, severity=rule.severity,
+                                  policy_rule=rule.alert_rule or rule.name))
         if rule.response == Response.ALERT or w.wid in acted or not targets:
             continue
         step = _next_step(rule, seen, now)

@@ -32,11 +32,23 @@ class WorkloadRecord:
     container: str = "main"
     labels: dict[str, str] = field(default_factory=dict)
     request: dict[str, int | None] = field(default_factory=dict)
+    # cluster mode: what else the policy matches on, and which pod container this is
+    annotations: dict[str, str] = field(default_factory=dict)
+    node_labels: dict[str, str] = field(default_factory=dict)
+    pod_uid: str = ""
+    container_id: str = ""
     region: str = ""
     devices: list[str] = field(default_factory=list)
     root_pid: int = 0
     root_start: int = 0
     created: float = 0.0
+
+    def policy_workload(self, node: str) -> Any:
+        """The policy.Workload the policy evaluates for this workload on `node`."""
+        from agent.rules import policy_workload
+
+        return policy_workload(self.namespace, self.name, self.labels, self.request, node,
+                               self.annotations, self.container, self.node_labels)
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> WorkloadRecord:

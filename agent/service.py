@@ -11,13 +11,39 @@ from typing import Any
 from agent.daemon import Agent, AgentConfig
 from agent.reload import PolicyError
 
-__all__ = ["serve"]
+__all__ = ["cluster_mode", "serve"]
+
+
+def cluster_mode(node: str | None, kubeconfig: str | None,
+                 regions_root: str | None) -> Any:
+    """The ClusterMode of `gpuwarden agent --kubernetes`: the pod watcher and the Event writer
+    over one API client."""
+    import os
+    import socket
+
+    from agent.cluster import DEFAULT_REGIONS_ROOT, ClusterMode
+    from agent.kubeapi import EventWriter, KubeApi, api_client
+    from gpuwarden.informer import Informer
+
+    name = node or os.environ.get("NODE_NAME") or socket.gethostname()
+    api = KubeApi(api_client(kubeconfig))
+
+    def log(ev: dict[str, Any]) -> None:
+        import json
+
+        print(json.dumps(ev), file=sys.stderr, flush=True)
+
+    return ClusterMode(Informer("pods", api.pods_of_node(name), log=log),
+                       Informer("node", api.node(name), log=log), name,
+                       regions_root or DEFAULT_REGIONS_ROOT,
+                       post_event=EventWriter(api.create_event, log=log))
 
 
 def serve(policy: list[str], state_dir: Path, metrics_port: int | None = None,
           metrics_host: str = "127.0.0.1", dry_run: bool = False,
           protect: list[str] | None = None, ebpf: bool = True, audit_unmanaged: bool = False,
-          libcuda: list[Path] | None = None, tick: float = 1.0, quiet: bool = False) -> int:
+          libcuda: list[Path] | None = None, tick: float = 1.0, quiet: bool = False,
+          cluster: Any = None) -> int:
     from prometheus_client import CollectorRegistry
 
     from agent.control import ControlServer
@@ -31,7 +57,9 @@ def serve(policy: list[str], state_dir: Path, metrics_port: int | None = None,
                       metrics_host=metrics_host, dry_run=dry_run, protect=protect or [],
                       audit_unmanaged=audit_unmanaged,
                       ebpf=ebpf, libcuda=libcuda, tick_seconds=tick, nvml_seconds=tick,
-                      audit_stream=None if quiet else sys.stdout)
+                      audit_stream=None if quiet else sys.stdout, cluster=cluster)
+    if cluster is not None:
+        cfg.node = cluster.node
     try:
         agent = Agent(cfg)
         agent.start()
