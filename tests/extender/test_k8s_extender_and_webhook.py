@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import GpuCluster
+from gpucluster import GpuCluster
 from kubernetes import client, utils
 from kubernetes.client.rest import ApiException
 
