@@ -8,8 +8,10 @@ CronJob) are read through their pod template.  No YAML here: the CLI parses file
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 
 from gpuwarden.resources import ResourceNames
 from policy.model import ResourceRequest, Workload
@@ -49,14 +51,33 @@ def _str_map(value: object, where: str) -> dict[str, str]:
     return out
 
 
+# A whole number as the API server writes a quantity back: it canonicalises 1000 to "1k" and
+# 2000000 to "2M" (decimal SI suffixes), and keeps an exponent form ("1e3"). Binary suffixes
+# (Ki, Mi, Gi) stay refused: "3Gi" of nvidia.com/gpumem would be 3221225472 MiB, not 3 GiB.
+_QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]*)?)(?:[eE]([+-]?[0-9]{1,2})|([kMGTPE]))?")
+_DECIMAL_SI = {"k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+
+
+def _whole_quantity(text: str) -> int | None:
+    m = _QUANTITY.fullmatch(text.strip())
+    if m is None:
+        return None
+    exp = int(m.group(2)) if m.group(2) else _DECIMAL_SI.get(m.group(3) or "", 0)
+    value = Decimal(m.group(1)).scaleb(exp)
+    return int(value) if value == value.to_integral_value() else None
+
+
 def _int(value: object, where: str, low: int, high: int, what: str) -> int:
     if isinstance(value, bool):
         raise PodError(f"{where} = {value!r}: {what}")
+    n: int | None
     if isinstance(value, int):
         n = value
-    elif isinstance(value, str) and value.strip().isdigit():
-        n = int(value.strip())
+    elif isinstance(value, str):
+        n = _whole_quantity(value)
     else:
+        n = None
+    if n is None:
         raise PodError(f"{where} = {value!r}: {what}")
     if not low <= n <= high:
         raise PodError(f"{where} = {n}: out of range; {what}")

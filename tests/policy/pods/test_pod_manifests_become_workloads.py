@@ -85,3 +85,18 @@ def test_bad_manifests(manifest: object, message: str) -> None:
     with pytest.raises(PodError, match=r"x\.yaml") as err:
         workloads_from_manifest(manifest, "x.yaml")
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize("written, mib", [("1k", 1000), ("2k", 2000), ("1500", 1500),
+                                         ("1.5k", 1500), ("1e3", 1000), ("3000", 3000)])
+def test_quantities_as_the_api_server_writes_them_back(written: str, mib: int) -> None:
+    """The API server canonicalises `nvidia.com/gpumem: 1000` to "1k" in what it stores and
+    sends to webhooks and watchers."""
+    [w] = workloads_from_manifest(pod({"limits": {"nvidia.com/gpumem": written}}), "p.yaml")
+    assert w.workload.request.gpumem_mib == mib
+
+
+@pytest.mark.parametrize("written", ["1.5", "1Ki", "2Mi", "1.0005k", "1e-1", "k", ""])
+def test_fractions_and_binary_suffixes_are_refused(written: str) -> None:
+    with pytest.raises(PodError, match="must be a whole number of MiB"):
+        workloads_from_manifest(pod({"limits": {"nvidia.com/gpumem": written}}), "p.yaml")
