@@ -1,8 +1,9 @@
 """The device plugin's only door to the Kubernetes API: pods on this node, annotations on pods
 and on the Node. `Cluster` is the small interface the servicer uses (tests pass an in-memory
-fake); `KubeCluster` implements it with the `kubernetes` client, reading raw JSON (no model
-deserialization on the Allocate path). `pod_view` turns a pod's JSON into the plain data the
-pure core reads.
+fake); `KubeCluster` implements it with the `kubernetes` client: the node's pods from a watch
+cache (gpuwarden.informer), or listed afresh when the caller needs what the API server has now,
+always as raw JSON (no model deserialization on the Allocate path). `pod_view` turns a pod's JSON
+into the plain data the pure core reads.
 """
 
 from __future__ import annotations
@@ -10,16 +11,20 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import datetime
+from functools import partial
 from typing import Any, Protocol
 
 from deviceplugin.allocation import ContainerSpec, PodView
+from gpuwarden.informer import ClientListWatch, Informer
 from gpuwarden.resources import ResourceNames
 
 __all__ = ["Cluster", "KubeCluster", "pod_view"]
 
 
 class Cluster(Protocol):
-    def pods_on_node(self, node: str) -> list[PodView]: ...
+    def pods_on_node(self, node: str, fresh: bool = False) -> list[PodView]:
+        """The pods bound to `node`: from a cache unless `fresh` (then as the API has them)."""
+        ...
 
     def annotate_pod(self, namespace: str, name: str,
                      annotations: Mapping[str, str | None]) -> None: ...
@@ -85,17 +90,35 @@ class KubeCluster:
             config.load_incluster_config()
         self.core = client.CoreV1Api()
         self.names = names
+        self._informers: dict[str, Informer] = {}
 
-    def pods_on_node(self, node: str) -> list[PodView]:
-        resp: Any = self.core.list_pod_for_all_namespaces(
-            field_selector=f"spec.nodeName={node}", _preload_content=False)
-        doc = json.loads(resp.data)
-        return [pod_view(p, self.names) for p in doc.get("items") or []]
+    def _list_fn(self, node: str) -> Any:
+        return partial(self.core.list_pod_for_all_namespaces,
+                       field_selector=f"spec.nodeName={node}")
+
+    def pods_on_node(self, node: str, fresh: bool = False) -> list[PodView]:
+        inf = self._informers.get(node)
+        if inf is None:
+            inf = self._informers[node] = Informer(f"pods of {node}",
+                                                   ClientListWatch(self._list_fn(node))).start()
+        if fresh or not inf.synced.is_set():
+            # a quorum read (no resourceVersion): what etcd has now, not the API server's cache
+            resp: Any = self._list_fn(node)(_preload_content=False)
+            items = json.loads(resp.data).get("items") or []
+        else:
+            items = inf.items()
+        return [pod_view(p, self.names) for p in items]
 
     def annotate_pod(self, namespace: str, name: str,
                      annotations: Mapping[str, str | None]) -> None:
         self.core.patch_namespaced_pod(name, namespace,
-                                       {"metadata": {"annotations": dict(annotations)}})
+                                       {"metadata": {"annotations": dict(annotations)}},
+                                       _preload_content=False)
 
     def annotate_node(self, node: str, annotations: Mapping[str, str | None]) -> None:
-        self.core.patch_node(node, {"metadata": {"annotations": dict(annotations)}})
+        self.core.patch_node(node, {"metadata": {"annotations": dict(annotations)}},
+                             _preload_content=False)
+
+    def close(self) -> None:
+        for inf in self._informers.values():
+            inf.stop()

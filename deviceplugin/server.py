@@ -249,23 +249,15 @@ class DevicePlugin:
 
     def allocate(self, requests: Sequence[Sequence[str]]) -> Any:
         """Plan every container of the request, then apply all (region folders, pod
-        annotations) or nothing; raises AllocationError naming the pod and why."""
+        annotations) or nothing; raises AllocationError naming the pod and why. The pods come
+        from the watch cache; when they do not match, from a fresh list (the extender's
+        assignment may be newer than the cache)."""
         pb = device_plugin().pb
         with self.alloc_lock:
             try:
-                pods = {p.uid: p for p in self.cluster.pods_on_node(self.opts.node)}
-            except Exception as err:
-                raise AllocationError(f"cannot list the pods of node {self.opts.node}: {err}"
-                                      ) from None
-            plans: list[ContainerPlan] = []
-            for ids in requests:
-                m = match_pod(list(pods.values()), self.opts.node, ids, self.by_uuid,
-                              self.settings)
-                plan = plan_container(m, self.by_uuid, self.settings, self.paths)
-                plans.append(plan)
-                done = [*m.pod.allocated(), plan.container]
-                pods[m.pod.uid] = replace(m.pod, annotations={**m.pod.annotations,
-                                                              ALLOCATED: encode_allocated(done)})
+                plans, pods = self._plan(requests, fresh=False)
+            except AllocationError:
+                plans, pods = self._plan(requests, fresh=True)
             self._apply(plans, pods)
             for ids, plan in zip(requests, plans, strict=True):
                 self.allocated[frozenset(ids)] = plan
@@ -273,6 +265,38 @@ class DevicePlugin:
             self.log(f"allocated {plan.pod.ref} container {plan.container}: "
                      f"{', '.join(f'{g.uuid} {g.memory_mib} MiB {g.cores}%' for g in plan.grants)}")
         return pb.AllocateResponse(container_responses=[self._response(p) for p in plans])
+
+    def _pods(self, fresh: bool) -> dict[str, PodView]:
+        """The node's pods, each with the containers this plugin allocated added to its
+        `allocated` annotation (the cache may not show the plugin's own last patch yet)."""
+        try:
+            listed = self.cluster.pods_on_node(self.opts.node, fresh=fresh)
+        except Exception as err:
+            raise AllocationError(f"cannot list the pods of node {self.opts.node}: {err}"
+                                  ) from None
+        mine: dict[str, list[str]] = {}
+        for plan in self.allocated.values():
+            mine.setdefault(plan.pod.uid, []).append(plan.container)
+        pods = {}
+        for p in listed:
+            if p.uid in mine:
+                done = encode_allocated([*p.allocated(), *mine[p.uid]])
+                p = replace(p, annotations={**p.annotations, ALLOCATED: done})
+            pods[p.uid] = p
+        return pods
+
+    def _plan(self, requests: Sequence[Sequence[str]], fresh: bool,
+              ) -> tuple[list[ContainerPlan], dict[str, PodView]]:
+        pods = self._pods(fresh)
+        plans: list[ContainerPlan] = []
+        for ids in requests:
+            m = match_pod(list(pods.values()), self.opts.node, ids, self.by_uuid, self.settings)
+            plan = plan_container(m, self.by_uuid, self.settings, self.paths)
+            plans.append(plan)
+            done = [*m.pod.allocated(), plan.container]
+            pods[m.pod.uid] = replace(m.pod, annotations={**m.pod.annotations,
+                                                          ALLOCATED: encode_allocated(done)})
+        return plans, pods
 
     def _response(self, plan: ContainerPlan) -> Any:
         pb = device_plugin().pb
@@ -368,7 +392,7 @@ class DevicePlugin:
 
     def _plan_for(self, owner: tuple[str, str, str], device_ids: Sequence[str],
                   ) -> ContainerPlan | None:
-        for p in self.cluster.pods_on_node(self.opts.node):
+        for p in self.cluster.pods_on_node(self.opts.node, fresh=True):
             if (p.namespace, p.name) == owner[:2] and ASSIGNMENT in p.annotations:
                 c = decode_assignment(p.annotations[ASSIGNMENT]).container(owner[2])
                 if c is not None:
@@ -485,7 +509,7 @@ class DevicePlugin:
         self.publish()
         root = Path(self.paths.region_root)
         try:
-            live = {p.uid for p in self.cluster.pods_on_node(self.opts.node)}
+            live = {p.uid for p in self.cluster.pods_on_node(self.opts.node, fresh=True)}
         except Exception as err:
             self.log(f"cannot list the pods of node {self.opts.node}: {err}")
             return

@@ -341,8 +341,6 @@ def _finish(loader: _Loader) -> LoadResult:
     files = tuple(m.file for m in loader.modules)
     # Compile what parsed even when some file did not, so one run reports every error.
     compiled, diags = _compile(loader)
-    if any(d.is_error for d in loader.diagnostics):
-        diags = [d for d in diags if d.is_error]
     all_diags = _sorted([*loader.diagnostics, *diags])
     if any(d.is_error for d in all_diags):
         compiled = None

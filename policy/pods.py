@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal
+from fractions import Fraction
 
 from gpuwarden.resources import ResourceNames
 from policy.model import ResourceRequest, Workload
@@ -51,34 +51,31 @@ def _str_map(value: object, where: str) -> dict[str, str]:
     return out
 
 
-# A whole number as the API server writes a quantity back: it canonicalises 1000 to "1k" and
-# 2000000 to "2M" (decimal SI suffixes), and keeps an exponent form ("1e3"). Binary suffixes
-# (Ki, Mi, Gi) stay refused: "3Gi" of nvidia.com/gpumem would be 3221225472 MiB, not 3 GiB.
-_QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]*)?)(?:[eE]([+-]?[0-9]{1,2})|([kMGTPE]))?")
-_DECIMAL_SI = {"k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+# The API server stores whole-number quantities in canonical form with decimal suffixes (30000 is
+# read back as "30k", 2000000 as "2M"); binary suffixes (3Gi) are refused for these counts: a
+# gpumem of "3Gi" would mean 3 * 2^30 MiB, never what was meant.
+_SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_QUANTITY = re.compile(r"^(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d{1,2})|([kMGTPE]))?$")
 
 
-def _whole_quantity(text: str) -> int | None:
-    m = _QUANTITY.fullmatch(text.strip())
+def _quantity(text: str) -> int | None:
+    """A decimal Kubernetes quantity that is a whole number ("30k", "1e3", "40"), else None."""
+    m = _QUANTITY.match(text.strip())
     if m is None:
         return None
-    exp = int(m.group(2)) if m.group(2) else _DECIMAL_SI.get(m.group(3) or "", 0)
-    value = Decimal(m.group(1)).scaleb(exp)
-    return int(value) if value == value.to_integral_value() else None
+    whole, frac, power, suffix = m.groups()
+    scale = Fraction(10) ** int(power) if power else Fraction(_SUFFIX[suffix or ""])
+    value = Fraction(int(whole + (frac or "")), 10 ** len(frac or "")) * scale
+    return int(value) if value.denominator == 1 else None
 
 
 def _int(value: object, where: str, low: int, high: int, what: str) -> int:
     if isinstance(value, bool):
         raise PodError(f"{where} = {value!r}: {what}")
-    n: int | None
-    if isinstance(value, int):
-        n = value
-    elif isinstance(value, str):
-        n = _whole_quantity(value)
-    else:
-        n = None
-    if n is None:
+    got = value if isinstance(value, int) else _quantity(value) if isinstance(value, str) else None
+    if got is None:
         raise PodError(f"{where} = {value!r}: {what}")
+    n = got
     if not low <= n <= high:
         raise PodError(f"{where} = {n}: out of range; {what}")
     return n

@@ -64,14 +64,19 @@ class FakeCluster:
     nodes: dict[str, dict[str, str]] = field(default_factory=dict)
     fail_pod_patch: str = ""  # error message for annotate_pod, when set
     lists: int = 0
+    fresh_lists: int = 0
+    # a watch cache that lags: what pods_on_node(fresh=False) returns, when set
+    cache: dict[str, PodView] | None = None
 
     def add(self, pod: PodView) -> PodView:
         self.pods[pod.uid] = pod
         return pod
 
-    def pods_on_node(self, node: str) -> list[PodView]:
+    def pods_on_node(self, node: str, fresh: bool = False) -> list[PodView]:
         self.lists += 1
-        return [p for p in self.pods.values() if p.node == node]
+        self.fresh_lists += fresh
+        pods = self.pods if fresh or self.cache is None else self.cache
+        return [p for p in pods.values() if p.node == node]
 
     def pod(self, name: str) -> PodView:
         return next(p for p in self.pods.values() if p.name == name)

@@ -138,6 +138,23 @@ def test_two_containers_in_one_request_are_applied_together(make_bed) -> None:
     assert bind_phase(bed.cluster, "p") == "success"
 
 
+def test_a_lagging_pod_cache_is_overlaid_with_own_allocations_and_refreshed_on_a_miss(
+        make_bed) -> None:
+    bed = make_bed()
+    pod = bed.cluster.add(assigned_pod("p", [("a", [(A0, 1000, 0)]), ("b", [(A1, 2000, 0)])]))
+    bed.cluster.cache = {pod.uid: pod}  # the watch never shows the plugin's own patches
+    first = allocate(bed, [f"{A0}::0"]).container_responses[0]
+    second = allocate(bed, [f"{A1}::0"]).container_responses[0]
+    assert (first.envs["NVIDIA_VISIBLE_DEVICES"], second.envs["NVIDIA_VISIBLE_DEVICES"]) == \
+        (A0, A1)  # not container a twice
+    assert bed.cluster.fresh_lists == 0
+    assert bind_phase(bed.cluster, "p") == "success"
+    late = bed.cluster.add(assigned_pod("late", [("c", [(A0, 500, 0)])]))  # not cached yet
+    allocate(bed, [f"{A0}::1"])
+    assert bed.cluster.fresh_lists == 1 and bind_phase(bed.cluster, "late") == "success"
+    assert late.uid not in bed.cluster.cache
+
+
 def test_prestart_refuses_devices_the_kubelet_gave_another_pod(make_bed) -> None:
     bed = make_bed(pod_resources=True)
     podres = StandinPodResources(bed.dir / "podres.sock")

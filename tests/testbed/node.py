@@ -30,6 +30,7 @@ from testbed.runfolder import (
     clean_stale_runs,
     delete_runc_containers,
     kill_pids_naming,
+    remove_pod_cgroups,
     unmount_all,
 )
 
@@ -360,6 +361,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
             for name in reversed(list(self.components)):
                 self.components.pop(name).stop()
             kill_pids_naming(str(self.folder))  # the shims run in sessions of their own
+            remove_pod_cgroups(self.kubelet_root)
             unmount_all(self.folder)
             with IPRoute() as ipr:
                 for index in ipr.link_lookup(ifname=self.bridge):

@@ -16,8 +16,9 @@ import subprocess
 import time
 from pathlib import Path
 
-__all__ = ["PREFIX", "RunFolder", "clean_run", "clean_stale_runs", "mounts_under",
-           "pids_naming", "unmount_all"]
+__all__ = ["PREFIX", "RunFolder", "clean_run", "clean_stale_runs", "delete_runc_containers",
+           "kill_pids_naming", "mounts_under", "pids_naming", "pod_cgroups",
+           "remove_pod_cgroups", "unmount_all"]
 
 PREFIX = "gwtb-"
 BASE = Path("/tmp")
@@ -108,11 +109,38 @@ def delete_runc_containers(runc_root: Path, runc: str = "runc") -> None:
                            capture_output=True)
 
 
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def pod_cgroups(uids: list[str], root: Path = CGROUP_ROOT) -> list[Path]:
+    """The kubelet's cgroups of these pods (kubepods[/besteffort|/burstable]/pod<uid>, cgroupfs
+    driver) in every hierarchy, their children first."""
+    found: list[Path] = []
+    for uid in uids:
+        for qos in ("", "besteffort/", "burstable/"):
+            for top in root.glob(f"*/kubepods/{qos}pod{uid}"):
+                found += [Path(d) for d, _, _ in os.walk(top, topdown=False)]
+    return found
+
+
+def remove_pod_cgroups(kubelet_root: Path) -> None:
+    """Remove the cgroups of the pods a node's kubelet ran (its root's pods/<uid> folders);
+    their processes must be gone (the containers deleted) first."""
+    pods = kubelet_root / "pods"
+    uids = [p.name for p in pods.iterdir()] if pods.is_dir() else []
+    for cgroup in pod_cgroups(uids):
+        with contextlib.suppress(OSError):
+            cgroup.rmdir()
+
+
 def clean_run(folder: Path) -> None:
-    """Remove everything of one run: its containers, processes, mounts, then the folder."""
+    """Remove everything of one run: its containers, processes, pod cgroups, mounts, then the
+    folder."""
     for runc_root in folder.glob("*/runc"):
         delete_runc_containers(runc_root)
     kill_pids_naming(str(folder))
+    for kubelet_root in folder.glob("*/kubelet"):
+        remove_pod_cgroups(kubelet_root)
     unmount_all(folder)
     shutil.rmtree(folder, ignore_errors=True)
 

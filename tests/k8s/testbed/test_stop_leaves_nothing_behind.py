@@ -16,7 +16,7 @@ from pyroute2 import IPRoute
 from testbed import ControlPlane, StartupError, images
 from testbed.kube import core, pod_manifest, wait_for, wait_pod_phase
 from testbed.node import KubeletLock
-from testbed.runfolder import RunFolder, mounts_under, pids_naming
+from testbed.runfolder import mounts_under, pids_naming, pod_cgroups
 
 pytestmark = pytest.mark.k8s
 
@@ -59,11 +59,13 @@ def test_stopped_node_leaves_no_process_mount_bridge_or_netns(
     containers = _container_pids(k8s_node)  # the pod's pause and sleep processes
     daemons = [c.pid for c in k8s_node.components.values()]
     netns = [m for m in mounts_under(folder) if "/netns/" in m]
-    assert shims and len(containers) >= 2 and netns and _links(k8s_node.bridge)
+    cgroups = pod_cgroups([running.metadata.uid])
+    assert shims and len(containers) >= 2 and netns and _links(k8s_node.bridge) and cgroups
     try:
         k8s_node.stop()
         assert not [p for p in [*shims, *containers, *daemons] if p is not None and _alive(p)]
         assert not mounts_under(folder)
+        assert not [c for c in cgroups if c.exists()]
         assert not _links(k8s_node.bridge)
         assert not folder.exists()
     finally:
@@ -77,26 +79,48 @@ def _container_pids(node) -> list[int]:  # type: ignore[no-untyped-def]
     return [c["pid"] for c in json.loads(listed.stdout or "[]") if c["status"] == "running"]
 
 
-def test_a_killed_run_is_cleaned_by_the_next(tmp_path: Path) -> None:
-    script = tmp_path / "crash.py"
-    script.write_text(f"""
+CRASH = """
 import os, signal, sys
-sys.path.insert(0, {str(TESTS)!r})
-from testbed import ControlPlane
+sys.path.insert(0, {tests!r})
+from testbed import ControlPlane, Node, images
+from testbed.kube import core, create_namespace, pod_manifest, wait_pod_phase
 cp = ControlPlane.start()
-print(cp.folder, *[c.pid for c in cp.components.values()], flush=True)
+node = Node.start(cp, lock_timeout=240)
+ns = create_namespace(node.api)
+core(node.api).create_namespaced_pod(ns, pod_manifest(
+    "orphan", images.BUSYBOX_IMAGE, ["sleep", "3600"], node_name=node.name))
+uid = wait_pod_phase(node.api, ns, "orphan", ("Running",)).metadata.uid
+pids = [c.pid for c in [*cp.components.values(), *node.components.values()]]
+print(cp.folder, node.bridge, uid, *pids, flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
-""")
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == -signal.SIGKILL, done.stderr
-    folder_s, *pid_s = done.stdout.split()
-    folder, pids = Path(folder_s), [int(p) for p in pid_s]
-    assert folder.exists() and all(_alive(p) for p in pids)  # orphaned, still running
+"""
 
-    RunFolder().remove()  # any new run cleans up after dead ones first
 
-    assert not [p for p in pids if _alive(p)]
+def test_a_killed_run_is_cleaned_by_the_next(k8s_node, tmp_path: Path) -> None:
+    """A session killed with its cluster, node and a pod up leaves them running; the next node
+    to start cleans all of it (the killed run's processes, containers, cgroups, mounts, bridge
+    and folder) before it comes up."""
+    k8s_node.stop()  # the killed run needs the kubelet lock
+    try:
+        script = tmp_path / "crash.py"
+        script.write_text(CRASH.format(tests=str(TESTS)))
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == -signal.SIGKILL, done.stderr
+        folder_s, bridge, uid, *pid_s = done.stdout.split()
+        folder, pids = Path(folder_s), [int(p) for p in pid_s]
+        shims = pids_naming(folder_s)
+        cgroups = pod_cgroups([uid])
+        # orphaned and still running: etcd, the control plane, containerd, kubelet, shims
+        assert len(pids) == 6 and all(_alive(p) for p in pids) and shims
+        assert _links(bridge) and cgroups and mounts_under(folder)
+    finally:
+        k8s_node.up()
+
+    assert not [p for p in [*pids, *shims] if _alive(p)]
+    assert not pids_naming(folder_s)
+    assert not [c for c in cgroups if c.exists()]
+    assert not _links(bridge)
     assert not mounts_under(folder)
     assert not folder.exists()
 
