@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from deviceplugin.devices import PhysicalGpu, gpus_of, parse_slice_id, scaled_mib
+from deviceplugin.devices import SEP, PhysicalGpu, gpus_of, parse_slice_id, scaled_mib
 from gpuwarden.annotations import (
     ALLOCATED,
     ASSIGNMENT,
@@ -308,4 +308,4 @@ def preferred(available: Sequence[str], must_include: Sequence[str], size: int,
 
 
 def _slice_number(device_id: str) -> int:
-    return int(device_id.rpartition("::")[2])
+    return int(device_id.rpartition(SEP)[2])

@@ -13,6 +13,7 @@ if [ -z "${KUBEBUILDER_ASSETS:-}" ] && [ -x "$root/.cache/k8s/v1.36.2/kube-apise
 fi
 echo "== ruff"; ruff check .
 echo "== import contracts"; lint-imports
+echo "== mypy (device plugin, settings)"; mypy deviceplugin gpuwarden/config.py
 echo "== example policies"
 gpuwarden policy check examples/policies
 gpuwarden policy test examples/policies/tests
