@@ -143,6 +143,7 @@ class Agent:
         self.stopping = threading.Event()
         self.cluster = cfg.cluster
         self._by_container: dict[str, str] = {}  # container id -> wid (cluster mode)
+        self._bad_pods_told: set[str] = set()  # unreadable pods already reported
         self._next_adopt = 0.0
         self.loop_seconds = 0.0
         self.kill_latency: list[float] = []
@@ -443,9 +444,11 @@ class Agent:
             if os.read(self._wake_r, 4096):
                 self._dirty = True
         self._process_events()
-        if self.cluster is not None and (self.cluster.take_changed()
-                                         or self.clock() >= self._next_adopt):
-            self._sync_pods()
+        if self.cluster is not None:
+            if self.cluster.take_changed():
+                self._sync_pods()
+            elif self.clock() >= self._next_adopt:
+                self._adopt_scan()
         now = self.clock()
         if (self._dirty and now - self._last_tick >= self.MIN_TICK_GAP) or now >= self._next_tick:
             self.tick(now)
@@ -795,7 +798,6 @@ class Agent:
         """Track every running GPU container of the node's pods, end those gone, and give each
         its processes by cgroup."""
         assert self.cluster is not None
-        self._next_adopt = self.clock() + self.ADOPT_PERIOD
         want = {w: pc for w, pc in self.cluster.desired().items() if pc.container_id}
         with self.lock:
             for uid, why in self.cluster.bad_pods.items():
@@ -810,10 +812,16 @@ class Agent:
             for wid, pc in want.items():
                 if wid not in self.tracked:
                     self._track_pod_container(pc)
+        self._adopt_scan()
+
+    def _adopt_scan(self) -> None:
+        """Processes of pod containers that no workload owns yet (exec'd into a container,
+        started before its status named it): theirs now."""
+        assert self.cluster is not None
+        self._next_adopt = self.clock() + self.ADOPT_PERIOD
+        with self.lock:
             for pid, st, ref in self.cluster.scan(self.table.owner):
                 self._adopt(pid, st, ref)
-
-    _bad_pods_told: set[str] = set()  # noqa: RUF012 (replaced, never mutated)
 
     def _track_pod_container(self, pc: Any) -> None:
         from agent.cluster import record_of
