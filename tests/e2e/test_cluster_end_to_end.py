@@ -36,6 +36,7 @@ from typing import Any
 import pytest
 import yaml
 from agent_harness import AgentProc
+from testbed.volumes import ConfigMapVolume
 
 pytestmark = [pytest.mark.k8s, pytest.mark.bpf, pytest.mark.slow]
 
@@ -70,30 +71,6 @@ def wait_for(pred: Any, timeout: float, what: str, *logs: Proc) -> Any:
     except TimeoutError as err:
         tails = "".join(f"\n---- {p.name} ({p.log}):\n{p.text()[-4000:]}" for p in logs)
         raise AssertionError(f"{err}{tails}") from None
-
-
-class ConfigMapVolume:
-    """A ConfigMap volume's layout, swapped as the kubelet's atomic writer does."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        root.mkdir(parents=True)
-        self.generation = 0
-
-    def write(self, files: dict[str, str]) -> None:
-        self.generation += 1
-        ts = self.root / f"..2026_12_01_00_00_{self.generation:02d}.{os.getpid()}"
-        ts.mkdir()
-        for name, text in files.items():
-            (ts / name).write_text(text)
-        old = os.readlink(self.root / "..data") if (self.root / "..data").is_symlink() else None
-        (self.root / "..data_tmp").symlink_to(ts.name)
-        os.replace(self.root / "..data_tmp", self.root / "..data")
-        for name in files:
-            if not (self.root / name).is_symlink():
-                (self.root / name).symlink_to(f"..data/{name}")
-        if old is not None:
-            shutil.rmtree(self.root / old)
 
 
 class Proc:
