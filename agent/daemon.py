@@ -659,6 +659,7 @@ class Agent:
             if self.cluster is not None:
                 self._adopt_gpu_pids()
             workloads = tuple(self._workload(t, now) for t in list(self.tracked.values()))
+            self._nvml_catch_up(workloads, now)
             unmanaged = to_rule(self.watcher.policy.unmanaged, self._total_bytes([]),
                                 name="unmanaged")
             if self.cfg.audit_unmanaged:
@@ -703,6 +704,28 @@ class Agent:
             self._write_core_plan(snap)
             self.loop_seconds = time.perf_counter() - t0
             self._publish(snap, verdicts)
+
+    NVML_CATCH_UP = 0.2  # seconds
+    NVML_NEW_WORKLOAD = 5.0  # seconds after admission during which a workload is "new"
+
+    def _nvml_catch_up(self, workloads: tuple[Workload, ...], now: float) -> None:
+        """A new workload that holds memory by the shim or eBPF but is not in NVML's last
+        sample (taken before it started, up to 2 s ago): sample NVML again in 0.2 s, so that
+        its NVML figures do not read 0 for its first seconds."""
+        if self.nvml is None or self.nvml_sample is None:
+            return
+        seen = self.nvml_sample.memory
+        wall = time.time()
+        for w in workloads:
+            t = self.tracked.get(w.wid)
+            if t is None or wall - t.rec.created > self.NVML_NEW_WORKLOAD:
+                continue
+            holds = any((w.shim_used or {}).values()) or any(
+                any((self._ebpf_view or {}).get(p, {}).values()) for p in w.pids)
+            if holds and not any(p in seen for p in w.pids):
+                self._nvml_next = min(self._nvml_next, now + self.NVML_CATCH_UP)
+                self._next_tick = min(self._next_tick, now + self.NVML_CATCH_UP)
+                return
 
     def _workload(self, t: Tracked, now: float) -> Workload:
         if t.reader is None and now >= t.region_retry:
