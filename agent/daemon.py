@@ -597,10 +597,10 @@ class Agent:
             for view in (self.nvml_sample.memory if self.nvml_sample else {},
                          self._ebpf_view or {}):
                 gpu_pids.update(view)
-            for p in gpu_pids:
-                info = read_proc(p, self.cfg.proc_root, with_marker=False)
+            for pid in gpu_pids:
+                info = read_proc(pid, self.cfg.proc_root, with_marker=False)
                 if info is not None and info.comm in names:
-                    out.add(Pid(p))
+                    out.add(Pid(pid))
         return frozenset(out)
 
     _ebpf_view: dict[Pid, dict[GpuUuid, int]] | None = None
