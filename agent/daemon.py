@@ -1003,7 +1003,9 @@ class Agent:
         self.stopping.set()
         self.wake()
 
-    def close(self) -> None:
+    def close(self, exiting: bool = False) -> None:
+        """Release every source. `exiting`: the process ends next, so the eBPF probes' slow
+        teardown (seconds) is left to a child process (bpf.audit.AuditProbe.close)."""
         if self.reloader is not None:
             self.reloader.stop()
         if self.cluster is not None:
@@ -1012,7 +1014,7 @@ class Agent:
             self.procevents.close()
         if self.ebpf is not None:
             with contextlib.suppress(Exception):
-                self.ebpf.close()
+                self.ebpf.close(exiting=True) if exiting else self.ebpf.close()
         if self.nvml is not None:
             self.nvml.close()
         for t in self.tracked.values():
