@@ -151,8 +151,14 @@ class Agent:
     # ---- start-up ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Load the policy (raises agent.reload.PolicyError), open every source, restore."""
-        self.watcher.load_initial()
+        """Take the state folder (raises agent.ledger.AgentAlreadyRunning), load the policy
+        (raises agent.reload.PolicyError), open every source, restore."""
+        self.ledger.lock()
+        try:
+            self.watcher.load_initial()
+        except BaseException:
+            self.ledger.unlock()
+            raise
         self.reloader = ReloadThread(self.watcher, self.wake)
         self.reloader.start()
         self.audit = AuditLog(self.ledger.audit_path, self.cfg.audit_stream)
@@ -1025,3 +1031,4 @@ class Agent:
             self.audit.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
+        self.ledger.unlock()  # last: the folder is free once everything above is let go
