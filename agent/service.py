@@ -89,6 +89,9 @@ def serve(policy: list[str], state_dir: Path, metrics_port: int | None = None,
               file=sys.stderr, flush=True)
 
         def on_signal(signum: int, _frame: object) -> None:
+            if not agent.stopping.is_set():
+                print(f"gpuwarden agent: {signal.Signals(signum).name}: stopping",
+                      file=sys.stderr, flush=True)
             agent.stop()
 
         signal.signal(signal.SIGTERM, on_signal)
@@ -98,4 +101,4 @@ def serve(policy: list[str], state_dir: Path, metrics_port: int | None = None,
     finally:
         for s in reversed(servers):
             s.close()
-        agent.close()
+        agent.close(exiting=True)

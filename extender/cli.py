@@ -7,6 +7,7 @@ Heavy imports (kubernetes, cryptography) happen inside the handler only.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import signal
 import sys
@@ -162,6 +163,9 @@ def cmd_extender(args: argparse.Namespace) -> int:
           flush=True)
     while not stop.wait(0.2):
         if ext.ready:
+            # the caches are the big, long-lived heap: keep the collector from walking them
+            # on every full collection (a 1,000-node cache made filter's p99 jump)
+            gc.freeze()
             print("gpuwarden extender: ready", file=sys.stderr, flush=True)
             break
     stop.wait()

@@ -20,7 +20,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from extender.kube import ApiError, ClusterApi, Conflict
@@ -40,15 +40,21 @@ from gpuwarden.annotations import (
 from gpuwarden.config import Settings
 from gpuwarden.informer import Informer, object_key
 from gpuwarden.placement import (
+    MAX_SCORE,
     Denial,
     Fit,
     Misfit,
     NodeState,
     PlacementError,
     PodPlanner,
+    Summary,
     fit,
+    fullness,
     ledger_usage,
+    node_key,
+    node_summary,
     policy_node_keys,
+    quick_fits,
     reservation,
 )
 from policy.compiler import CompiledPolicy
@@ -73,13 +79,20 @@ class NodeView:
     state: NodeState | None  # None: no GPUs registered, or an annotation is unreadable
     allocations: NodeAllocations
     problem: str = ""  # why state is None
+    summary: Summary = ()  # placement.node_summary: the filter's fast path
+    scores: tuple[int, int] = (0, 0)  # prioritize's score under binpack, under spread
+    policy_key: tuple[str, tuple[tuple[str, str], ...]] = ("", ())  # placement.node_key
 
     @classmethod
-    def of(cls, node: Mapping[str, Any]) -> NodeView:
+    def of(cls, node: Mapping[str, Any], keys: tuple[bool, Sequence[str]] = (False, ()),
+           summaries: dict[Summary, Summary] | None = None) -> NodeView:
+        """`keys`: (policy reads node names, the node labels it reads, sorted); `summaries`
+        interns equal summaries, so the filter decides once for many nodes alike."""
         meta = node.get("metadata") or {}
         name = str(meta.get("name", ""))
         annotations = meta.get("annotations") or {}
         labels = meta.get("labels") or {}
+        key = node_key(keys[0], keys[1], name, labels)
         rv = str(meta.get("resourceVersion", ""))
         try:
             allocations = (decode_allocations(annotations[ALLOCATIONS])
@@ -87,13 +100,21 @@ class NodeView:
             inventory = node_inventory(annotations)
         except AnnotationError as err:
             return cls(name, rv, labels, None, NodeAllocations(),
-                       f"gpuwarden: node {name}: {err}")
+                       f"gpuwarden: node {name}: {err}", policy_key=key)
         if inventory is None:
             return cls(name, rv, labels, None, allocations,
                        "gpuwarden: the node has no GPUs registered (no gpuwarden.io/node-gpus "
-                       "annotation from the device plugin)")
-        return cls(name, rv, labels, NodeState(name, inventory, ledger_usage(allocations)),
-                   allocations)
+                       "annotation from the device plugin)", policy_key=key)
+        state = NodeState(name, inventory, ledger_usage(allocations))
+        full = fullness(state)
+        summary = node_summary(state)
+        if summaries is not None:
+            if len(summaries) > 100_000:
+                summaries.clear()
+            summary = summaries.setdefault(summary, summary)
+        return cls(name, rv, labels, state, allocations, summary=summary,
+                   scores=(round(full * MAX_SCORE), round((1.0 - full) * MAX_SCORE)),
+                   policy_key=key)
 
 
 def _newer(rv: str, than: str) -> bool:
@@ -122,6 +143,7 @@ class Extender:
         self._views_lock = threading.Lock()
         self._plans: OrderedDict[tuple[str, str], _PodPlan] = OrderedDict()
         self._plans_lock = threading.Lock()
+        self._summaries: dict[Summary, Summary] = {}
         self.set_policy(policy)
         self._releases: queue.Queue[tuple[str, str, str] | None] = queue.Queue()
         self.nodes = Informer("nodes", api.node_watch(), self._on_node, log)
@@ -132,8 +154,13 @@ class Extender:
     def set_policy(self, policy: CompiledPolicy) -> None:
         self.policy = policy
         self.node_keys = policy_node_keys(policy)
+        self._view_keys = (self.node_keys[0], tuple(sorted(self.node_keys[1])))
         with self._plans_lock:
             self._plans.clear()
+        with self._views_lock:
+            for name, view in list(self.views.items()):
+                self.views[name] = replace(view, policy_key=node_key(
+                    self._view_keys[0], self._view_keys[1], name, view.labels))
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -157,7 +184,7 @@ class Extender:
     # ---- watch events ----------------------------------------------------------------------
 
     def _store(self, node: Mapping[str, Any]) -> NodeView:
-        view = NodeView.of(node)
+        view = NodeView.of(node, self._view_keys, self._summaries)
         with self._views_lock:
             old = self.views.get(view.name)
             if old is None or _newer(view.rv, old.rv):
@@ -274,7 +301,7 @@ class Extender:
         if view.state is None:
             result: Fit | Misfit = Misfit(name, view.problem, ("no_gpus",))
         else:
-            request = plan.planner.request(name, view.labels)
+            request = plan.planner.request_for(view.policy_key)
             result = (Misfit(name, f"gpuwarden: {request.message}", ("denied",))
                       if isinstance(request, Denial) else fit(view.state, request))
         if len(plan.fits) > 4096:
@@ -317,7 +344,21 @@ class Extender:
         ok: set[str] = set()
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {}
+        views = self.views
+        planner = plan.planner
+        memo: dict[tuple[int, int], tuple[int, bool]] = {}
+        decided: dict[tuple[int, int], bool | None] = {}  # (summary, request) -> quick_fits
         for name in names:
+            view = views.get(name)
+            if view is not None and view.state is not None:
+                request = planner.request_for(view.policy_key)
+                if not isinstance(request, Denial):
+                    k = (id(view.summary), id(request))
+                    if k not in decided:
+                        decided[k] = quick_fits(view.summary, request, memo)
+                    if decided[k]:
+                        ok.add(name)
+                        continue
             r = self._fit(plan, name)
             if isinstance(r, Fit):
                 ok.add(name)
@@ -336,9 +377,13 @@ class Extender:
         except (PodError, PlacementError):
             return [{"Host": n, "Score": 0} for n in names]
         out = []
+        which = 0 if plan.planner.node_policy == "binpack" else 1
+        views = self.views
+        gpu = plan.planner.wants_gpu
         for name in names:
-            r = self._fit(plan, name) if plan.planner.wants_gpu else None
-            out.append({"Host": name, "Score": r.score if isinstance(r, Fit) else 0})
+            view = views.get(name)
+            score = view.scores[which] if gpu and view is not None else 0
+            out.append({"Host": name, "Score": score})
         self.metrics.prioritize_seconds.observe(time.perf_counter() - started)
         return out
 

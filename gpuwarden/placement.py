@@ -64,10 +64,14 @@ __all__ = [
     "choose",
     "denial_for",
     "fit",
+    "fullness",
     "ledger_usage",
+    "node_key",
+    "node_summary",
     "node_usage",
     "pod_usage",
     "policy_node_keys",
+    "quick_fits",
     "reservation",
 ]
 
@@ -379,6 +383,70 @@ def fit(node: NodeState, pod: PodRequest) -> Fit | Misfit:
     return Fit(node.name, assignment, footprint, round(score * MAX_SCORE))
 
 
+# ---- the fast path (the extender's filter over thousands of nodes) ------------------------------
+
+# Per healthy GPU: (free memory MiB, free cores, free slices, slices used, memory MiB, cores).
+Summary = tuple[tuple[int, int, int, int, int, int], ...]
+
+
+def node_summary(node: NodeState) -> Summary:
+    """What `quick_fits` needs of a node, computed once per node change."""
+    out = []
+    split = node.inventory.split_count
+    for d in node.inventory.devices:
+        if not d.healthy:
+            continue
+        u = node.used.get(d.uuid, Usage())
+        out.append((d.memory_mib - u.memory_mib, d.cores - u.cores, split - u.slices, u.slices,
+                    d.memory_mib, d.cores))
+    return tuple(out)
+
+
+def fullness(node: NodeState) -> float:
+    """How full the node is, 0..1 (the mean of its GPUs' ratios)."""
+    inv = node.inventory
+    if not inv.devices:
+        return 1.0
+    return sum(node.used.get(d.uuid, Usage()).ratio(d, inv.split_count)
+               for d in inv.devices) / len(inv.devices)
+
+
+def quick_fits(summary: Summary, pod: PodRequest,
+               memo: dict[tuple[int, int], tuple[int, bool]] | None = None) -> bool | None:
+    """Whether the pod fits, decided from the summary alone for the common shape (one GPU
+    container, no init container, no selectors); None when `fit` must decide. Agrees with
+    `fit` wherever it answers (a property test holds them together)."""
+    if len(pod.containers) != 1 or pod.selectors != _NO_SELECTORS:
+        return None
+    c = pod.containers[0]
+    if c.init:
+        return None
+    cores = c.cores
+    found = 0
+    memory = {} if memo is None else memo  # (id(container), GPU MiB) -> (need MiB, oversize)
+    ident = id(c)
+    for free_mem, free_cores, free_slices, used_slices, total_mem, total_cores in summary:
+        if free_slices <= 0 or (total_cores and free_cores <= 0):
+            continue
+        if cores >= 100 and used_slices > 0:
+            continue
+        if total_cores and cores > free_cores:
+            continue
+        need = memory.get((ident, total_mem))
+        if need is None:
+            device = GpuDevice("", 0, total_mem, total_cores)
+            need = memory[(ident, total_mem)] = (c.memory_on(device), c.oversize(device))
+        if need[1] or need[0] > free_mem:
+            continue
+        found += 1
+        if found >= c.count:
+            return True
+    return False
+
+
+_NO_SELECTORS = Selectors()
+
+
 def choose(nodes: Iterable[NodeState], pod: PodRequest) -> tuple[Fit | None, list[Misfit]]:
     """The best node for the pod (highest score, then name) and the reasons of the others."""
     best: Fit | None = None
@@ -440,6 +508,12 @@ def _scheduler_policy(annotations: Mapping[str, str], key: str, default: Schedul
     return value  # type: ignore[return-value]  # checked against SCHEDULER_POLICIES
 
 
+def node_key(uses_name: bool, label_keys: Sequence[str], node: str,
+             labels: Mapping[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """What a pod's request can depend on of a node, under a policy (`policy_node_keys`)."""
+    return (node if uses_name else "", tuple((k, labels[k]) for k in label_keys if k in labels))
+
+
 class PodPlanner:
     """A pod's `PodRequest` on each node, evaluated through the policy once per distinct value of
     what the policy reads of a node (its name, some labels): 1,000 nodes of one pool cost one
@@ -455,6 +529,7 @@ class PodPlanner:
         self.node_policy = _scheduler_policy(annotations, HAMI_NODE_POLICY, node_policy)
         self.gpu_policy = _scheduler_policy(annotations, HAMI_GPU_POLICY, gpu_policy)
         self.uses_name, self.label_keys = node_keys or policy_node_keys(policy)
+        self._keys = sorted(self.label_keys)  # node_key's label_keys
         self._cache: dict[tuple[str, tuple[tuple[str, str], ...]], PodRequest | Denial] = {}
 
     @property
@@ -469,9 +544,10 @@ class PodPlanner:
 
     def request(self, node: str = "", node_labels: Mapping[str, str] | None = None,
                 ) -> PodRequest | Denial:
-        labels = node_labels or {}
-        key = (node if self.uses_name else "",
-               tuple(sorted((k, v) for k, v in labels.items() if k in self.label_keys)))
+        return self.request_for(node_key(self.uses_name, self._keys, node, node_labels or {}))
+
+    def request_for(self, key: tuple[str, tuple[tuple[str, str], ...]]) -> PodRequest | Denial:
+        """`request` by a `node_key` computed beforehand (the extender keeps one per node)."""
         hit = self._cache.get(key)
         if hit is None:
             hit = self._cache[key] = self._evaluate(key[0], dict(key[1]))

@@ -85,7 +85,7 @@ sys.path.insert(0, {tests!r})
 from testbed import ControlPlane, Node, images
 from testbed.kube import core, create_namespace, pod_manifest, wait_pod_phase
 cp = ControlPlane.start()
-node = Node.start(cp, lock_timeout=5)
+node = Node.start(cp, lock_timeout=240)
 ns = create_namespace(node.api)
 core(node.api).create_namespaced_pod(ns, pod_manifest(
     "orphan", images.BUSYBOX_IMAGE, ["sleep", "3600"], node_name=node.name))
@@ -105,7 +105,7 @@ def test_a_killed_run_is_cleaned_by_the_next(k8s_node, tmp_path: Path) -> None:
         script = tmp_path / "crash.py"
         script.write_text(CRASH.format(tests=str(TESTS)))
         done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                              timeout=120)
+                              timeout=300)
         assert done.returncode == -signal.SIGKILL, done.stderr
         folder_s, bridge, uid, *pid_s = done.stdout.split()
         folder, pids = Path(folder_s), [int(p) for p in pid_s]
