@@ -1,6 +1,6 @@
-"""The exporter's families follow DESIGN.md's contract (gpuwarden_ prefix, base units, no PID
-label), reflect the published view, and /healthz tells whether the agent is live and why eBPF
-is off."""
+"""The exporter's families follow the metrics contract of docs/metrics.md (gpuwarden_ prefix,
+base units, no PID label), reflect the published view, and /healthz tells whether the agent
+is live and why eBPF is off."""
 
 from __future__ import annotations
 
