@@ -154,7 +154,9 @@ class PolicyWatcher:
                                  f"{self.digest}:\n{err}")
         except Exception as err:  # a loader bug must not take the agent down
             self.reload_errors_total += 1
-            self.last_error = f"{type(err).__name__}: {err}"
+            self.last_error = (f"{', '.join(self.paths)}: the policy loader failed "
+                               f"({type(err).__name__}: {err}); this is a gpuwarden bug, "
+                               "please report it with the policy files")
             self.last_reload_ok = False
             return ReloadOutcome(False, self.digest, f"reload failed, keeping policy "
                                  f"{self.digest}: {self.last_error}")
