@@ -30,6 +30,7 @@ from testbed.runfolder import (
     clean_stale_runs,
     delete_runc_containers,
     filesystem_type,
+    keep_logs,
     kill_pids_naming,
     remove_pod_cgroups,
     unmount_all,
@@ -372,6 +373,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
                 self.components.pop(name).stop()
             kill_pids_naming(str(self.folder))  # the shims run in sessions of their own
             remove_pod_cgroups(self.kubelet_root)
+            keep_logs(self.folder)
             unmount_all(self.folder)
             with IPRoute() as ipr:
                 for index in ipr.link_lookup(ifname=self.bridge):

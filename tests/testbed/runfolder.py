@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 __all__ = ["PREFIX", "RunFolder", "clean_run", "clean_stale_runs", "delete_runc_containers",
-           "filesystem_type", "kill_pids_naming", "mounts_under", "pids_naming", "pod_cgroups",
-           "remove_pod_cgroups", "unmount_all"]
+           "filesystem_type", "keep_logs", "kill_pids_naming", "mounts_under", "pids_naming",
+           "pod_cgroups", "remove_pod_cgroups", "unmount_all"]
 
 PREFIX = "gwtb-"
 BASE = Path("/tmp")
@@ -200,4 +200,22 @@ class RunFolder:
         (self.path / "owner").write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
 
     def remove(self) -> None:
+        keep_logs(self.path)
         clean_run(self.path)
+
+
+def keep_logs(folder: Path) -> Path | None:
+    """Copy the run's component logs to $GPUWARDEN_TESTBED_KEEP_LOGS/<run folder name>/ when
+    that variable names a folder (to read after a failed run); returns the copy."""
+    dest_root = os.environ.get("GPUWARDEN_TESTBED_KEEP_LOGS")
+    if not dest_root or not folder.is_dir():
+        return None
+    # a run folder (gwtb-<id>) or one of its nodes' (gwtb-<id>/node-<name>)
+    name = folder.name if folder.name.startswith(PREFIX) else f"{folder.parent.name}/{folder.name}"
+    dest = Path(dest_root) / name
+    for logs in [folder / "logs", folder / "pod-logs", *folder.glob("node-*/logs"),
+                 *folder.glob("node-*/pod-logs")]:
+        if logs.is_dir():
+            shutil.copytree(logs, dest / logs.relative_to(folder), dirs_exist_ok=True,
+                            symlinks=True)
+    return dest
