@@ -510,20 +510,22 @@ class DevicePlugin:
 
     def maintain(self) -> None:
         """Periodic: republish the node annotations, remove the region folders of pods that
-        are gone."""
+        are gone (under the Allocate lock: a folder made after the list is never taken)."""
         self.publish()
         root = Path(self.paths.region_root)
-        try:
-            live = {p.uid for p in self.cluster.pods_on_node(self.opts.node, fresh=True)}
-        except Exception as err:
-            self.log(f"cannot list the pods of node {self.opts.node}: {err}")
-            return
-        for folder in root.iterdir() if root.is_dir() else ():
-            uid, sep, _ = folder.name.partition("_")
-            if not sep or not folder.is_dir() or uid in live:
-                continue
-            self.allocated = {k: v for k, v in self.allocated.items() if v.pod.uid != uid}
-            shutil.rmtree(folder, ignore_errors=True)
+        with self.alloc_lock:
+            try:
+                live = {p.uid for p in self.cluster.pods_on_node(self.opts.node, fresh=True)}
+            except Exception as err:
+                self.log(f"cannot list the pods of node {self.opts.node}: {err}")
+                return
+            for folder in root.iterdir() if root.is_dir() else ():
+                uid, sep, _ = folder.name.partition("_")
+                if not sep or not folder.is_dir() or uid in live:
+                    continue
+                self.allocated = {k: v for k, v in self.allocated.items() if v.pod.uid != uid}
+                shutil.rmtree(folder, ignore_errors=True)
+                self.log(f"removed the region folder of gone pod {uid}: {folder}")
 
     def stop(self) -> None:
         self.stopping.set()
