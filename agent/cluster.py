@@ -76,6 +76,9 @@ class ClusterMode:
         self._pending: dict[int, float] = {}  # pid -> first seen unresolved
         self._pod_names: dict[str, tuple[str, str]] = {}  # uid -> (namespace, name)
         self.bad_pods: dict[str, str] = {}  # uid -> why it cannot be read (reported once)
+        # uid -> (resourceVersion, its GPU containers or why it cannot be read)
+        self._read_pods: dict[str, tuple[str, list[PodContainer] | str]] = {}
+        self._labels_seen: dict[str, str] | None = None
 
     # ---- the watch ---------------------------------------------------------------------------
 
@@ -112,24 +115,35 @@ class ClusterMode:
 
     def desired(self) -> dict[str, PodContainer]:
         """Every GPU container of the node's pods, by workload id; unreadable pods are kept in
-        bad_pods with the reason (the daemon reports each once)."""
+        bad_pods with the reason (the daemon reports each once). A pod is read again only when
+        its resourceVersion (or the node's labels) changed."""
         labels = self.node_labels()
+        if labels != self._labels_seen:
+            self._labels_seen, self._read_pods = labels, {}
         out: dict[str, PodContainer] = {}
         bad: dict[str, str] = {}
-        pods = self.pods.items()
-        for pod in pods:
+        cache: dict[str, tuple[str, list[PodContainer] | str]] = {}
+        for pod in self.pods.items():
             meta = pod.get("metadata") or {}
             uid = str(meta.get("uid", ""))
-            self._pod_names[uid] = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-            try:
-                for pc in pod_containers(pod, labels, self.regions_root, self.names):
-                    out[pc.wid] = pc
-            except PodError as err:
-                bad[uid] = str(err)
+            rv = str(meta.get("resourceVersion", ""))
+            hit = self._read_pods.get(uid)
+            if hit is None or hit[0] != rv or not rv:
+                self._pod_names[uid] = (str(meta.get("namespace", "")),
+                                        str(meta.get("name", "")))
+                try:
+                    hit = (rv, pod_containers(pod, labels, self.regions_root, self.names))
+                except PodError as err:
+                    hit = (rv, str(err))
+            cache[uid] = hit
+            if isinstance(hit[1], str):
+                bad[uid] = hit[1]
+            else:
+                out.update((pc.wid, pc) for pc in hit[1])
+        self._read_pods = cache
         self.bad_pods = bad
         if len(self._pod_names) > 20000:  # names of long-gone pods
-            live = {str((p.get("metadata") or {}).get("uid", "")) for p in pods}
-            self._pod_names = {u: n for u, n in self._pod_names.items() if u in live}
+            self._pod_names = {u: n for u, n in self._pod_names.items() if u in cache}
         return out
 
     # ---- processes ---------------------------------------------------------------------------
@@ -156,7 +170,9 @@ class ClusterMode:
         return ref
 
     def scan(self, skip: Mapping[int, Any]) -> list[tuple[int, int, ContainerRef]]:
-        """Live processes in pod containers, except the pids in `skip`: (pid, start, ref)."""
+        """Live processes in pod containers, except the pids in `skip`: (pid, start, ref).
+        Only processes new since the last scan are read (a reused pid is caught where it
+        matters: container() checks the start time of every process seen on a GPU)."""
         out: list[tuple[int, int, ContainerRef]] = []
         try:
             names = os.listdir(self.proc_root)
@@ -170,12 +186,14 @@ class ClusterMode:
             live.add(pid)
             if pid in skip:
                 continue
-            st = start_time(pid, self.proc_root)
-            if st is None:
-                continue
-            ref = self.container(pid, st)
-            if ref is not None:
-                out.append((pid, st, ref))
+            hit = self._refs.get(pid)
+            if hit is None:
+                st = start_time(pid, self.proc_root)
+                if st is None:
+                    continue
+                hit = (st, self.container(pid, st))
+            if hit[1] is not None:
+                out.append((pid, hit[0], hit[1]))
         for pid in [p for p in self._refs if p not in live]:
             self._refs.pop(pid, None)
             self._ns.pop(pid, None)

@@ -38,7 +38,7 @@ from agent.model import (
 )
 from agent.procfs import MARKER_ENV, environ_values, read_proc, running, scan, start_time
 from agent.proctree import ProcessTable
-from agent.reload import PolicyWatcher
+from agent.reload import PolicyWatcher, ReloadThread
 from agent.rules import to_rule
 from gpuwarden.annotations import (
     ContainerAssignment,
@@ -108,6 +108,7 @@ class Agent:
         self.lock = threading.RLock()
         self.ledger = Ledger(cfg.state_dir)
         self.watcher = PolicyWatcher(cfg.policy_paths)
+        self.reloader: ReloadThread | None = None
         self.table = ProcessTable()
         self.tracked: dict[str, Tracked] = {}
         self.history: dict[Any, Any] = {}
@@ -143,6 +144,7 @@ class Agent:
         self.stopping = threading.Event()
         self.cluster = cfg.cluster
         self._by_container: dict[str, str] = {}  # container id -> wid (cluster mode)
+        self._bad_pods_told: set[str] = set()  # unreadable pods already reported
         self._next_adopt = 0.0
         self.loop_seconds = 0.0
         self.kill_latency: list[float] = []
@@ -150,8 +152,16 @@ class Agent:
     # ---- start-up ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Load the policy (raises agent.reload.PolicyError), open every source, restore."""
-        self.watcher.load_initial()
+        """Take the state folder (raises agent.ledger.AgentAlreadyRunning), load the policy
+        (raises agent.reload.PolicyError), open every source, restore."""
+        self.ledger.lock()
+        try:
+            self.watcher.load_initial()
+        except BaseException:
+            self.ledger.unlock()
+            raise
+        self.reloader = ReloadThread(self.watcher, self.wake)
+        self.reloader.start()
         self.audit = AuditLog(self.ledger.audit_path, self.cfg.audit_stream)
         self._open_nvml()
         self._open_ebpf()
@@ -443,13 +453,16 @@ class Agent:
             if os.read(self._wake_r, 4096):
                 self._dirty = True
         self._process_events()
-        if self.cluster is not None and (self.cluster.take_changed()
-                                         or self.clock() >= self._next_adopt):
-            self._sync_pods()
+        if self.cluster is not None:
+            if self.cluster.take_changed():
+                self._sync_pods()
+            elif self.clock() >= self._next_adopt:
+                self._adopt_scan()
         now = self.clock()
         if (self._dirty and now - self._last_tick >= self.MIN_TICK_GAP) or now >= self._next_tick:
             self.tick(now)
-        outcome = self.watcher.poll()
+        # reloads run on their own thread: a slow or stuck one never delays verdicts and kills
+        outcome = self.reloader.take() if self.reloader is not None else None
         if outcome is not None:
             self._on_reload(outcome)
 
@@ -594,10 +607,10 @@ class Agent:
             for view in (self.nvml_sample.memory if self.nvml_sample else {},
                          self._ebpf_view or {}):
                 gpu_pids.update(view)
-            for p in gpu_pids:
-                info = read_proc(p, self.cfg.proc_root, with_marker=False)
+            for pid in gpu_pids:
+                info = read_proc(pid, self.cfg.proc_root, with_marker=False)
                 if info is not None and info.comm in names:
-                    out.add(Pid(p))
+                    out.add(Pid(pid))
         return frozenset(out)
 
     _ebpf_view: dict[Pid, dict[GpuUuid, int]] | None = None
@@ -656,6 +669,7 @@ class Agent:
             if self.cluster is not None:
                 self._adopt_gpu_pids()
             workloads = tuple(self._workload(t, now) for t in list(self.tracked.values()))
+            self._nvml_catch_up(workloads, now)
             unmanaged = to_rule(self.watcher.policy.unmanaged, self._total_bytes([]),
                                 name="unmanaged")
             if self.cfg.audit_unmanaged:
@@ -700,6 +714,28 @@ class Agent:
             self._write_core_plan(snap)
             self.loop_seconds = time.perf_counter() - t0
             self._publish(snap, verdicts)
+
+    NVML_CATCH_UP = 0.2  # seconds
+    NVML_NEW_WORKLOAD = 5.0  # seconds after admission during which a workload is "new"
+
+    def _nvml_catch_up(self, workloads: tuple[Workload, ...], now: float) -> None:
+        """A new workload that holds memory by the shim or eBPF but is not in NVML's last
+        sample (taken before it started, up to 2 s ago): sample NVML again in 0.2 s, so that
+        its NVML figures do not read 0 for its first seconds."""
+        if self.nvml is None or self.nvml_sample is None:
+            return
+        seen = self.nvml_sample.memory
+        wall = time.time()
+        for w in workloads:
+            t = self.tracked.get(w.wid)
+            if t is None or wall - t.rec.created > self.NVML_NEW_WORKLOAD:
+                continue
+            holds = any((w.shim_used or {}).values()) or any(
+                any((self._ebpf_view or {}).get(p, {}).values()) for p in w.pids)
+            if holds and not any(p in seen for p in w.pids):
+                self._nvml_next = min(self._nvml_next, now + self.NVML_CATCH_UP)
+                self._next_tick = min(self._next_tick, now + self.NVML_CATCH_UP)
+                return
 
     def _workload(self, t: Tracked, now: float) -> Workload:
         if t.reader is None and now >= t.region_retry:
@@ -795,7 +831,6 @@ class Agent:
         """Track every running GPU container of the node's pods, end those gone, and give each
         its processes by cgroup."""
         assert self.cluster is not None
-        self._next_adopt = self.clock() + self.ADOPT_PERIOD
         want = {w: pc for w, pc in self.cluster.desired().items() if pc.container_id}
         with self.lock:
             for uid, why in self.cluster.bad_pods.items():
@@ -810,10 +845,16 @@ class Agent:
             for wid, pc in want.items():
                 if wid not in self.tracked:
                     self._track_pod_container(pc)
+        self._adopt_scan()
+
+    def _adopt_scan(self) -> None:
+        """Processes of pod containers that no workload owns yet (exec'd into a container,
+        started before its status named it): theirs now."""
+        assert self.cluster is not None
+        self._next_adopt = self.clock() + self.ADOPT_PERIOD
+        with self.lock:
             for pid, st, ref in self.cluster.scan(self.table.owner):
                 self._adopt(pid, st, ref)
-
-    _bad_pods_told: set[str] = set()  # noqa: RUF012 (replaced, never mutated)
 
     def _track_pod_container(self, pc: Any) -> None:
         from agent.cluster import record_of
@@ -999,14 +1040,15 @@ class Agent:
         self.stopping.set()
         self.wake()
 
-    def close(self) -> None:
+    def close(self, exiting: bool = False) -> None:
+        """Release every source. `exiting`: the process ends next, so the eBPF probes' slow
+        teardown (seconds) is left to a child process (bpf.audit.AuditProbe.close)."""
+        if self.reloader is not None:
+            self.reloader.stop()
         if self.cluster is not None:
             self.cluster.close()
         if self.procevents is not None:
             self.procevents.close()
-        if self.ebpf is not None:
-            with contextlib.suppress(Exception):
-                self.ebpf.close()
         if self.nvml is not None:
             self.nvml.close()
         for t in self.tracked.values():
@@ -1017,3 +1059,9 @@ class Agent:
             self.audit.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
+        # The state folder is free before the probes go: with `exiting`, a forked child takes
+        # over their slow teardown and would otherwise hold the folder's lock for seconds.
+        self.ledger.unlock()
+        if self.ebpf is not None:
+            with contextlib.suppress(Exception):
+                self.ebpf.close(exiting=True) if exiting else self.ebpf.close()

@@ -49,7 +49,7 @@ def serve(policy: list[str], state_dir: Path, metrics_port: int | None = None,
     from agent.control import ControlServer
     from agent.exporter import AgentCollector, MetricsServer
 
-    if tick <= 0 or tick > 60:
+    if not 0 < tick <= 60:  # NaN included
         print(f"gpuwarden agent: --tick {tick}: use a period in seconds, 0 < tick <= 60",
               file=sys.stderr)
         return 2
@@ -78,7 +78,13 @@ def serve(policy: list[str], state_dir: Path, metrics_port: int | None = None,
         if metrics_port is not None:
             reg = CollectorRegistry()
             reg.register(AgentCollector(lambda: agent.view))
-            metrics = MetricsServer(reg, lambda: agent.view, metrics_port, metrics_host)
+            try:
+                metrics = MetricsServer(reg, lambda: agent.view, metrics_port, metrics_host)
+            except (OSError, OverflowError) as err:  # in use, not an address of this host
+                print(f"gpuwarden agent: cannot serve metrics on {metrics_host}:{metrics_port}"
+                      f": {getattr(err, 'strerror', None) or err} (give another --metrics-port, "
+                      "or 0 for any free port)", file=sys.stderr)
+                return 2
             metrics.start()
             servers.append(metrics)
             print(f"gpuwarden agent: metrics on http://{metrics_host}:{metrics.port}/metrics "
@@ -89,6 +95,9 @@ def serve(policy: list[str], state_dir: Path, metrics_port: int | None = None,
               file=sys.stderr, flush=True)
 
         def on_signal(signum: int, _frame: object) -> None:
+            if not agent.stopping.is_set():
+                print(f"gpuwarden agent: {signal.Signals(signum).name}: stopping",
+                      file=sys.stderr, flush=True)
             agent.stop()
 
         signal.signal(signal.SIGTERM, on_signal)
@@ -98,4 +107,4 @@ def serve(policy: list[str], state_dir: Path, metrics_port: int | None = None,
     finally:
         for s in reversed(servers):
             s.close()
-        agent.close()
+        agent.close(exiting=True)

@@ -33,7 +33,7 @@ missing_pkgs() {
 }
 headers_pkg() {
   # Prefer headers of the running kernel; Debian's generic headers serve uprobe programs when the
-  # running kernel ships none (see DESIGN.md).
+  # running kernel ships none (BCC only needs them to compile uprobe programs).
   if apt-cache show "linux-headers-$(uname -r)" >/dev/null 2>&1; then
     echo "linux-headers-$(uname -r)"
   elif apt-cache show linux-headers-amd64 >/dev/null 2>&1; then

@@ -117,6 +117,7 @@ def k8s_node(k8s_cluster) -> Iterator:  # type: ignore[no-untyped-def]
     _K8S_NODES.remove(node)
 
 
+@pytest.hookimpl(trylast=True)  # after the test's own fixtures are torn down
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     if item.nodeid == _K8S_NODE_LAST_USER[0]:
         for node in _K8S_NODES:

@@ -29,6 +29,8 @@ from testbed.runfolder import (
     PREFIX,
     clean_stale_runs,
     delete_runc_containers,
+    filesystem_type,
+    keep_logs,
     kill_pids_naming,
     remove_pod_cgroups,
     unmount_all,
@@ -137,6 +139,7 @@ class Node:
         self.lock = KubeletLock()
         self.components: dict[str, Component] = {}
         self.startup_seconds: dict[str, float] = {}
+        self.snapshotter = "overlayfs"
         self._set_paths()
 
     def _set_paths(self) -> None:
@@ -210,6 +213,8 @@ class Node:
                          "ipam": {"type": "host-local", "ranges": [[{"subnet": subnet}]],
                                   "dataDir": str(cni_dir / "ipam")}}]}, indent=1))
         cd = self.folder / "containerd"
+        # overlayfs cannot stack its upper layers on overlayfs (a run inside a container)
+        self.snapshotter = "native" if filesystem_type(self.folder) == "overlay" else "overlayfs"
         runtime = "plugins.'io.containerd.cri.v1.runtime'"
         (cd / "config.toml").parent.mkdir(parents=True, exist_ok=True)
         (cd / "config.toml").write_text(f"""version = 3
@@ -240,6 +245,11 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
   conf_dir = "{cni_dir}/net.d"
   max_conf_num = 1
 
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "{self.snapshotter}"
+[[plugins.'io.containerd.transfer.v1.local'.unpack_config]]
+  platform = "linux/amd64"
+  snapshotter = "{self.snapshotter}"
 [plugins.'io.containerd.cri.v1.images'.pinned_images]
   sandbox = "{images.PAUSE_IMAGE}"
 """)
@@ -337,7 +347,8 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
 
     def import_image(self, image: images.Image) -> str:
         """Import a docker-archive image into containerd's k8s.io namespace; its ref."""
-        self.ctr("images", "import", str(image.tarball))
+        self.ctr("images", "import", "--platform", "linux/amd64", "--snapshotter", self.snapshotter,
+                 str(image.tarball))
         return image.ref
 
     def container_log(self, pod: Any, container: str = "main") -> str:
@@ -362,6 +373,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
                 self.components.pop(name).stop()
             kill_pids_naming(str(self.folder))  # the shims run in sessions of their own
             remove_pod_cgroups(self.kubelet_root)
+            keep_logs(self.folder)
             unmount_all(self.folder)
             with IPRoute() as ipr:
                 for index in ipr.link_lookup(ifname=self.bridge):

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 __all__ = ["PREFIX", "RunFolder", "clean_run", "clean_stale_runs", "delete_runc_containers",
-           "kill_pids_naming", "mounts_under", "pids_naming", "pod_cgroups",
-           "remove_pod_cgroups", "unmount_all"]
+           "filesystem_type", "keep_logs", "kill_pids_naming", "mounts_under", "pids_naming",
+           "pod_cgroups", "remove_pod_cgroups", "unmount_all"]
 
 PREFIX = "gwtb-"
 BASE = Path("/tmp")
@@ -37,6 +37,22 @@ def _unescape(field: str) -> str:
             out.append(field[i])
             i += 1
     return "".join(out)
+
+
+def filesystem_type(path: Path, mountinfo: str | None = None) -> str:
+    """The type of the file system `path` lies on (its deepest enclosing mount)."""
+    if mountinfo is None:
+        mountinfo = Path("/proc/self/mountinfo").read_text()
+    target, best, fstype = str(path.resolve()), -1, ""
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if " - " not in line or len(fields) < 5:
+            continue
+        point = _unescape(fields[4])
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > best:
+            best, fstype = len(point), line.split(" - ", 1)[1].split()[0]
+    return fstype
 
 
 def mounts_under(folder: Path, mountinfo: str | None = None) -> list[str]:
@@ -114,11 +130,11 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 def pod_cgroups(uids: list[str], root: Path = CGROUP_ROOT) -> list[Path]:
     """The kubelet's cgroups of these pods (kubepods[/besteffort|/burstable]/pod<uid>, cgroupfs
-    driver) in every hierarchy, their children first."""
+    driver) in every v1 hierarchy or the v2 one, their children first."""
     found: list[Path] = []
     for uid in uids:
-        for qos in ("", "besteffort/", "burstable/"):
-            for top in root.glob(f"*/kubepods/{qos}pod{uid}"):
+        for pattern in ("*/kubepods/", "kubepods/"):
+            for top in [*root.glob(f"{pattern}pod{uid}"), *root.glob(f"{pattern}*/pod{uid}")]:
                 found += [Path(d) for d, _, _ in os.walk(top, topdown=False)]
     return found
 
@@ -184,4 +200,22 @@ class RunFolder:
         (self.path / "owner").write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
 
     def remove(self) -> None:
+        keep_logs(self.path)
         clean_run(self.path)
+
+
+def keep_logs(folder: Path) -> Path | None:
+    """Copy the run's component logs to $GPUWARDEN_TESTBED_KEEP_LOGS/<run folder name>/ when
+    that variable names a folder (to read after a failed run); returns the copy."""
+    dest_root = os.environ.get("GPUWARDEN_TESTBED_KEEP_LOGS")
+    if not dest_root or not folder.is_dir():
+        return None
+    # a run folder (gwtb-<id>) or one of its nodes' (gwtb-<id>/node-<name>)
+    name = folder.name if folder.name.startswith(PREFIX) else f"{folder.parent.name}/{folder.name}"
+    dest = Path(dest_root) / name
+    for logs in [folder / "logs", folder / "pod-logs", *folder.glob("node-*/logs"),
+                 *folder.glob("node-*/pod-logs")]:
+        if logs.is_dir():
+            shutil.copytree(logs, dest / logs.relative_to(folder), dirs_exist_ok=True,
+                            symlinks=True)
+    return dest

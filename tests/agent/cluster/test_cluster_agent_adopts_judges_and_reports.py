@@ -243,6 +243,7 @@ def test_cluster_agent_end_to_end_in_process(tmp_path: Path, world: World) -> No
         assert not [e for e in audit(tmp_path) if late.pid in e.get("pids", ())]
         # the pod's status catches up: the process is its container's
         world.pods[late_uid]["status"]["containerStatuses"][0]["state"] = {"running": {}}
+        world.pods[late_uid]["metadata"]["resourceVersion"] = "2"  # as the API server does
         agent.cluster.pods.relist()
         run_until(agent, lambda: agent.table.owner.get(late.pid) == f"{late_uid}_main",
                   what="the late container's process is adopted")

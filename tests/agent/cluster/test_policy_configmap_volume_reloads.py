@@ -3,8 +3,7 @@ timestamped folder, points `..data` at it and swaps that link atomically; the vi
 links through `..data`. The agent's watcher must load it and follow each swap, keeping the last
 good policy when an edit is invalid."""
 
-import os
-from pathlib import Path
+from testbed.volumes import ConfigMapVolume
 
 from agent.reload import PolicyWatcher
 
@@ -13,33 +12,6 @@ defaults {
   gpumem = %dMiB
 }
 """
-
-
-class ConfigMapVolume:
-    """The kubelet's atomic writer, as it lays out a ConfigMap volume."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.generation = 0
-
-    def write(self, files: dict[str, str]) -> None:
-        self.generation += 1
-        ts = self.root / f"..2026_12_01_06_00_{self.generation:02d}.{os.getpid()}"
-        ts.mkdir()
-        for name, text in files.items():
-            (ts / name).write_text(text)
-        tmp = self.root / "..data_tmp"
-        tmp.symlink_to(ts.name)
-        old = os.readlink(self.root / "..data") if (self.root / "..data").is_symlink() else None
-        os.replace(tmp, self.root / "..data")
-        for name in files:
-            link = self.root / name
-            if not link.is_symlink():
-                link.symlink_to(f"..data/{name}")
-        if old is not None:
-            for f in (self.root / old).iterdir():
-                f.unlink()
-            (self.root / old).rmdir()
 
 
 class Clock:

@@ -13,7 +13,7 @@ from cprog import compile_c
 from testbed import images
 from testbed.assets import ASSET_BINARIES, find_assets
 from testbed.node import parse_cri_log
-from testbed.runfolder import mounts_under
+from testbed.runfolder import filesystem_type, keep_logs, mounts_under
 
 MOUNTINFO = """\
 22 27 0:21 / /proc rw,relatime - proc proc rw
@@ -30,6 +30,28 @@ def test_mounts_under_are_unescaped_and_deepest_first() -> None:
         "/tmp/gwtb-1/node-n/state/with space",
         "/tmp/gwtb-1/etcd",
     ]
+
+
+def test_filesystem_type_is_the_deepest_enclosing_mount() -> None:
+    info = MOUNTINFO + "27 1 254:0 / / rw - ext4 /dev/vda rw\n"
+    assert filesystem_type(Path("/tmp/gwtb-1/etcd/member"), info) == "tmpfs"
+    assert filesystem_type(Path("/tmp/gwtb-1/node-n"), info) == "ext4"
+    assert filesystem_type(Path("/tmp/gwtb-10"), info) == "ext4"
+
+
+def test_logs_are_kept_where_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = tmp_path / "gwtb-0123abcd"
+    for log in ("logs/kube-apiserver.log", "node-n/logs/kubelet.log",
+                "node-n/pod-logs/ns_p_uid/main/0.log", "node-n/kubelet/other.log"):
+        (run / log).parent.mkdir(parents=True, exist_ok=True)
+        (run / log).write_text(log)
+    assert keep_logs(run) is None  # not asked
+    monkeypatch.setenv("GPUWARDEN_TESTBED_KEEP_LOGS", str(tmp_path / "kept"))
+    kept = keep_logs(run)
+    assert kept == tmp_path / "kept" / "gwtb-0123abcd"
+    files = sorted(str(p.relative_to(kept)) for p in kept.rglob("*.log"))
+    assert files == ["logs/kube-apiserver.log", "node-n/logs/kubelet.log",
+                     "node-n/pod-logs/ns_p_uid/main/0.log"]
 
 
 def test_cri_log_joins_partial_lines_and_keeps_streams_in_order() -> None:
