@@ -251,7 +251,15 @@ def test_burst_of_500_pods_on_50_nodes_never_overcommits_a_gpu(gpu_cluster: GpuC
     for t in threads:
         t.join()
     assert errors == []
-    pods = wait(lambda: bound(api, ns, 500), 300, "all 500 pods bound")
+    try:
+        pods = wait(lambda: bound(api, ns, 500), 300, "all 500 pods bound")
+    except AssertionError:
+        waiting = [p.metadata.name for p in pods_of(api, ns) if not p.spec.node_name]
+        events = v1.list_namespaced_event(ns, field_selector=f"involvedObject.name="
+                                          f"{waiting[0]}").items if waiting else []
+        raise AssertionError(f"{len(waiting)} pods not bound, e.g. {waiting[:5]}; events of "
+                             f"the first: {[(e.reason, e.message) for e in events][-3:]}"
+                             ) from None
     elapsed = time.monotonic() - started
     conflicts = re.search(r"^gpuwarden_extender_ledger_conflicts_total (\S+)$",
                           gpu_cluster.metrics(), re.M)
