@@ -23,8 +23,11 @@ __all__ = ["PolicyError", "PolicyWatcher", "ReloadOutcome", "ReloadThread", "con
 
 
 class LoadResultLike(Protocol):
-    policy: Any
-    diagnostics: Sequence[Any]
+    @property
+    def policy(self) -> Any: ...
+
+    @property
+    def diagnostics(self) -> Sequence[Any]: ...
 
     @property
     def ok(self) -> bool: ...
@@ -40,7 +43,7 @@ class PolicyError(Exception):
 def _default_loader(paths: list[str]) -> LoadResultLike:
     from policy import load_policy
 
-    return load_policy(paths)  # type: ignore[no-any-return]
+    return load_policy(paths)
 
 
 def render_diagnostics(diags: Sequence[Any]) -> str:
