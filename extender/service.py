@@ -41,6 +41,7 @@ from gpuwarden.config import Settings
 from gpuwarden.informer import Informer, object_key
 from gpuwarden.placement import (
     MAX_SCORE,
+    ContainerRequest,
     Denial,
     Fit,
     Misfit,
@@ -49,6 +50,7 @@ from gpuwarden.placement import (
     PodPlanner,
     Summary,
     fit,
+    fits_one,
     fullness,
     ledger_usage,
     node_key,
@@ -349,19 +351,27 @@ class Extender:
         unresolvable: dict[str, str] = {}
         views = self.views
         planner = plan.planner
-        memo: dict[tuple[int, int], tuple[int, bool]] = {}
-        decided: dict[tuple[int, int], bool | None] = {}  # (summary, request) -> quick_fits
+        # the fast path: one decision per (node state, request) for one-container pods
+        simple: dict[int, tuple[ContainerRequest, dict[int, int]] | None] = {}
+        decided: dict[tuple[int, int], bool] = {}
         for name in names:
             view = views.get(name)
             if view is not None and view.state is not None:
                 request = planner.request_for(view.policy_key)
                 if not isinstance(request, Denial):
-                    k = (id(view.summary), id(request))
-                    if k not in decided:
-                        decided[k] = quick_fits(view.summary, request, memo)
-                    if decided[k]:
-                        ok.add(name)
-                        continue
+                    rid = id(request)
+                    if rid not in simple:
+                        simple[rid] = ((request.containers[0], {})
+                                       if quick_fits((), request) is not None else None)
+                    one = simple[rid]
+                    if one is not None:
+                        k = (id(view.summary), rid)
+                        quick = decided.get(k)
+                        if quick is None:
+                            quick = decided[k] = fits_one(view.summary, one[0], one[1])
+                        if quick:
+                            ok.add(name)
+                            continue
             r = self._fit(plan, name)
             if isinstance(r, Fit):
                 ok.add(name)
