@@ -16,6 +16,7 @@ from typing import Literal, get_args
 
 __all__ = [
     "ALLOCATED",
+    "ALLOCATIONS",
     "ASSIGNMENT",
     "BIND_PHASE",
     "HAMI_BIND_PHASE",
@@ -37,15 +38,19 @@ __all__ = [
     "ContainerAssignment",
     "DeviceGrant",
     "GpuDevice",
+    "NodeAllocations",
     "NodeInventory",
     "PodAssignment",
+    "Reservation",
     "assignment_annotations",
     "decode_allocated",
+    "decode_allocations",
     "decode_assignment",
     "decode_bind_phase",
     "decode_hami_register",
     "decode_node_gpus",
     "encode_allocated",
+    "encode_allocations",
     "encode_assignment",
     "encode_hami_devices",
     "encode_hami_register",
@@ -55,6 +60,7 @@ __all__ = [
 
 # Node annotations.
 NODE_GPUS = "gpuwarden.io/node-gpus"
+ALLOCATIONS = "gpuwarden.io/allocations"  # the extender's ledger of what pods hold (see below)
 HAMI_NODE_REGISTER = "hami.io/node-nvidia-register"
 # Pod annotations written at bind.
 ASSIGNMENT = "gpuwarden.io/assignment"
@@ -204,6 +210,12 @@ class _Reader:
             raise self.fail("version", f"{v!r} is not a version this gpuwarden reads "
                             f"(it reads {VERSION})")
 
+    def document(self, text: str, key: str) -> tuple[Mapping[str, object], list[object]]:
+        """A versioned JSON object and its list under `key`."""
+        doc = self.obj(self.load(text), "")
+        self.version(doc)
+        return doc, self.items(self.field(doc, key, ""), key)
+
 
 def _at(where: str, key: str) -> str:
     return f"{where}.{key}" if where else key
@@ -233,10 +245,9 @@ def encode_node_gpus(inventory: NodeInventory) -> str:
 
 def decode_node_gpus(text: str) -> NodeInventory:
     r = _Reader(NODE_GPUS)
-    doc = r.obj(r.load(text), "")
-    r.version(doc)
+    doc, items = r.document(text, "devices")
     devices = []
-    for i, raw in enumerate(r.items(r.field(doc, "devices", ""), "devices")):
+    for i, raw in enumerate(items):
         where = f"devices[{i}]"
         d = r.obj(raw, where)
         uuid = r.str_(d, "uuid", where)
@@ -323,11 +334,10 @@ def encode_assignment(assignment: PodAssignment) -> str:
 
 def decode_assignment(text: str) -> PodAssignment:
     r = _Reader(ASSIGNMENT)
-    doc = r.obj(r.load(text), "")
-    r.version(doc)
+    doc, items = r.document(text, "containers")
     containers = []
     names: set[str] = set()
-    for i, raw in enumerate(r.items(r.field(doc, "containers", ""), "containers")):
+    for i, raw in enumerate(items):
         where = f"containers[{i}]"
         c = r.obj(raw, where)
         name = r.str_(c, "name", where)
@@ -400,3 +410,62 @@ def decode_allocated(text: str) -> tuple[str, ...]:
             raise r.fail(f"[{i}]", f"must be a container name (a string), got {_kind(v)}")
         out.append(v)
     return tuple(out)
+
+
+# ---- the node's allocation ledger ---------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """What one pod holds on the node, per GPU: (uuid, memory MiB, cores, slices)."""
+
+    uid: str
+    pod: str  # namespace/name, for people reading the node
+    at: int  # unix seconds of the reservation
+    gpus: tuple[tuple[str, int, int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAllocations:
+    """The extender's ledger on a Node (`gpuwarden.io/allocations`): every reservation of a pod
+    that holds GPUs there. Updated only with the Node's resourceVersion as a precondition, so
+    two extender replicas never hand out the same slice."""
+
+    reservations: tuple[Reservation, ...] = ()
+
+    def without(self, uid: str) -> NodeAllocations:
+        return NodeAllocations(tuple(r for r in self.reservations if r.uid != uid))
+
+    def with_(self, reservation: Reservation) -> NodeAllocations:
+        return NodeAllocations(tuple(sorted((*self.without(reservation.uid).reservations,
+                                             reservation), key=lambda r: r.uid)))
+
+    def get(self, uid: str) -> Reservation | None:
+        return next((r for r in self.reservations if r.uid == uid), None)
+
+
+def encode_allocations(allocations: NodeAllocations) -> str:
+    return json.dumps({"version": VERSION, "pods": [
+        {"uid": r.uid, "pod": r.pod, "at": r.at, "gpus": [list(g) for g in r.gpus]}
+        for r in allocations.reservations]}, separators=(",", ":"))
+
+
+def decode_allocations(text: str) -> NodeAllocations:
+    r = _Reader(ALLOCATIONS)
+    _, items = r.document(text, "pods")
+    out = []
+    for i, raw in enumerate(items):
+        where = f"pods[{i}]"
+        p = r.obj(raw, where)
+        gpus = []
+        for j, g in enumerate(r.items(r.field(p, "gpus", where), f"{where}.gpus")):
+            ok = (isinstance(g, list) and len(g) == 4 and isinstance(g[0], str)
+                  and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                          for v in g[1:]))
+            if not ok:
+                raise r.fail(f"{where}.gpus[{j}]", "must be [uuid, memoryMiB, cores, slices] "
+                             "with whole numbers >= 0")
+            gpus.append((str(g[0]), int(g[1]), int(g[2]), int(g[3])))  # type: ignore[index]
+        out.append(Reservation(uid=r.str_(p, "uid", where), pod=r.str_(p, "pod", where, ""),
+                               at=r.int_(p, "at", where, 0, 1 << 40, default=0),
+                               gpus=tuple(gpus)))
+    return NodeAllocations(tuple(out))

@@ -52,8 +52,8 @@ class Settings:
     node_scheduler_policy: str = "binpack"
     gpu_scheduler_policy: str = "spread"
     scheduler_name: str = "gpuwarden-scheduler"
-    # device plugin, per node: host paths mounted read-only into every GPU container at the same
-    # path (the driver's libraries and devices, as an NVIDIA container runtime would add them)
+    # device plugin, per node: host paths mounted into every GPU container at the same path,
+    # read-only unless suffixed ":rw" (the driver's files, as an NVIDIA container runtime adds)
     driver_mounts: tuple[str, ...] = ()
     # host folder holding one region folder per container (<pod uid>_<container>/)
     region_root: str = DEFAULT_REGION_ROOT
@@ -136,9 +136,11 @@ def _abs_paths(value: Any, where: str) -> tuple[str, ...]:
                             "paths (or, as a flag, paths separated by commas)")
     out = []
     for p in value:
-        if not isinstance(p, str) or not p.startswith("/"):
+        path = p.removesuffix(":rw").removesuffix(":ro") if isinstance(p, str) else p
+        if not isinstance(path, str) or not path.startswith("/") or ":" in path:
             raise SettingsError(f"{where}: {p!r} is not an absolute path; use host paths "
-                                "such as /usr/lib/x86_64-linux-gnu/libcuda.so.1")
+                                "such as /usr/lib/x86_64-linux-gnu/libcuda.so.1 (read-only), "
+                                "with :rw to mount one writable")
         out.append(p)
     return tuple(out)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, get_args
+from typing import Literal
 
 from gpuwarden.annotations import (
     HAMI_GPU_POLICY,
@@ -36,9 +36,12 @@ from gpuwarden.annotations import (
     ContainerAssignment,
     DeviceGrant,
     GpuDevice,
+    NodeAllocations,
     NodeInventory,
     PodAssignment,
+    Reservation,
 )
+from gpuwarden.config import POLICIES
 from gpuwarden.resources import NODE_LABEL_GPU_MEMORY
 from policy import ast
 from policy.compiler import CompiledPolicy
@@ -61,13 +64,20 @@ __all__ = [
     "choose",
     "denial_for",
     "fit",
+    "fits_one",
+    "fullness",
+    "ledger_usage",
+    "node_key",
+    "node_summary",
     "node_usage",
     "pod_usage",
     "policy_node_keys",
+    "quick_fits",
+    "reservation",
 ]
 
 SchedulerPolicy = Literal["binpack", "spread"]
-SCHEDULER_POLICIES: tuple[str, ...] = get_args(SchedulerPolicy)
+SCHEDULER_POLICIES: tuple[str, ...] = POLICIES
 MAX_SCORE = 10  # kube-scheduler's MaxExtenderPriority
 
 
@@ -240,6 +250,20 @@ def node_usage(assignments: Iterable[PodAssignment]) -> dict[str, Usage]:
     return out
 
 
+def ledger_usage(allocations: NodeAllocations) -> dict[str, Usage]:
+    """What the node's reservations hold on each GPU."""
+    out: dict[str, Usage] = {}
+    for r in allocations.reservations:
+        for uuid, mem, cores, slices in r.gpus:
+            out[uuid] = out.get(uuid, Usage()) + Usage(mem, cores, slices)
+    return out
+
+
+def reservation(uid: str, pod: str, at: int, footprint: Mapping[str, Usage]) -> Reservation:
+    return Reservation(uid, pod, at, tuple((uuid, u.memory_mib, u.cores, u.slices)
+                                           for uuid, u in sorted(footprint.items())))
+
+
 # ---- fit -----------------------------------------------------------------------------------------
 
 def _lacks(device: GpuDevice, used: Usage, c: ContainerRequest, split_count: int,
@@ -360,6 +384,68 @@ def fit(node: NodeState, pod: PodRequest) -> Fit | Misfit:
     return Fit(node.name, assignment, footprint, round(score * MAX_SCORE))
 
 
+# ---- the fast path (the extender's filter over thousands of nodes) ------------------------------
+
+# Per healthy GPU: (free memory MiB, free cores, free slices, slices used, memory MiB, cores).
+Summary = tuple[tuple[int, int, int, int, int, int], ...]
+
+
+def node_summary(node: NodeState) -> Summary:
+    """What `quick_fits` needs of a node, computed once per node change."""
+    out = []
+    split = node.inventory.split_count
+    for d in node.inventory.devices:
+        if not d.healthy:
+            continue
+        u = node.used.get(d.uuid, Usage())
+        out.append((d.memory_mib - u.memory_mib, d.cores - u.cores, split - u.slices, u.slices,
+                    d.memory_mib, d.cores))
+    return tuple(out)
+
+
+def fullness(node: NodeState) -> float:
+    """How full the node is, 0..1 (the mean of its GPUs' ratios)."""
+    inv = node.inventory
+    if not inv.devices:
+        return 1.0
+    return sum(node.used.get(d.uuid, Usage()).ratio(d, inv.split_count)
+               for d in inv.devices) / len(inv.devices)
+
+
+def quick_fits(summary: Summary, pod: PodRequest,
+               memo: dict[int, int] | None = None) -> bool | None:
+    """Whether the pod fits, decided from the summary alone for the common shape (one GPU
+    container, no init container, no selectors); None when `fit` must decide. Agrees with
+    `fit` wherever it answers (a property test holds them together). `memo` keeps the
+    container's need per GPU size; give one per pod."""
+    if len(pod.containers) != 1 or pod.selectors != _NO_SELECTORS or pod.containers[0].init:
+        return None
+    return fits_one(summary, pod.containers[0], {} if memo is None else memo)
+
+
+def fits_one(summary: Summary, c: ContainerRequest, memo: dict[int, int]) -> bool:
+    """`quick_fits` for one app container; memo: GPU MiB -> MiB needed (-1: never fits)."""
+    cores, count, found = c.cores, c.count, 0
+    for free_mem, free_cores, free_slices, used_slices, total_mem, total_cores in summary:
+        if free_slices <= 0 or (total_cores and (free_cores <= 0 or cores > free_cores)):
+            continue
+        if cores >= 100 and used_slices > 0:
+            continue
+        need = memo.get(total_mem)
+        if need is None:
+            device = GpuDevice("", 0, total_mem, total_cores)
+            need = memo[total_mem] = -1 if c.oversize(device) else c.memory_on(device)
+        if need < 0 or need > free_mem:
+            continue
+        found += 1
+        if found >= count:
+            return True
+    return False
+
+
+_NO_SELECTORS = Selectors()
+
+
 def choose(nodes: Iterable[NodeState], pod: PodRequest) -> tuple[Fit | None, list[Misfit]]:
     """The best node for the pod (highest score, then name) and the reasons of the others."""
     best: Fit | None = None
@@ -421,6 +507,12 @@ def _scheduler_policy(annotations: Mapping[str, str], key: str, default: Schedul
     return value  # type: ignore[return-value]  # checked against SCHEDULER_POLICIES
 
 
+def node_key(uses_name: bool, label_keys: Sequence[str], node: str,
+             labels: Mapping[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """What a pod's request can depend on of a node, under a policy (`policy_node_keys`)."""
+    return (node if uses_name else "", tuple((k, labels[k]) for k in label_keys if k in labels))
+
+
 class PodPlanner:
     """A pod's `PodRequest` on each node, evaluated through the policy once per distinct value of
     what the policy reads of a node (its name, some labels): 1,000 nodes of one pool cost one
@@ -436,6 +528,7 @@ class PodPlanner:
         self.node_policy = _scheduler_policy(annotations, HAMI_NODE_POLICY, node_policy)
         self.gpu_policy = _scheduler_policy(annotations, HAMI_GPU_POLICY, gpu_policy)
         self.uses_name, self.label_keys = node_keys or policy_node_keys(policy)
+        self._keys = sorted(self.label_keys)  # node_key's label_keys
         self._cache: dict[tuple[str, tuple[tuple[str, str], ...]], PodRequest | Denial] = {}
 
     @property
@@ -450,9 +543,10 @@ class PodPlanner:
 
     def request(self, node: str = "", node_labels: Mapping[str, str] | None = None,
                 ) -> PodRequest | Denial:
-        labels = node_labels or {}
-        key = (node if self.uses_name else "",
-               tuple(sorted((k, v) for k, v in labels.items() if k in self.label_keys)))
+        return self.request_for(node_key(self.uses_name, self._keys, node, node_labels or {}))
+
+    def request_for(self, key: tuple[str, tuple[tuple[str, str], ...]]) -> PodRequest | Denial:
+        """`request` by a `node_key` computed beforehand (the extender keeps one per node)."""
         hit = self._cache.get(key)
         if hit is None:
             hit = self._cache[key] = self._evaluate(key[0], dict(key[1]))

@@ -510,12 +510,19 @@ def compile_modules(
             rule = _rule(ctx, item, len(rules))
             if rule is not None:
                 rules.append(rule)
+    # Warnings are found among the rules that compiled cleanly, also when others have errors
+    # (a run of `check` shows every problem at once).
     errors = [d for d in ctx.diagnostics if d.is_error]
-    if not errors:
-        _analyse(ctx, rules)
+    _analyse(ctx, [r for r in rules if not any(_within(e.span, r.span) for e in errors)])
     if any(d.is_error for d in ctx.diagnostics):
         return None, ctx.diagnostics
     return CompiledPolicy(rules, defaults, unmanaged, [m.file for m in modules]), ctx.diagnostics
+
+
+def _within(inner: Span, outer: Span) -> bool:
+    return (inner.file == outer.file
+            and (outer.line, outer.col) <= (inner.line, inner.col)
+            and (inner.end_line, inner.end_col) <= (outer.end_line, outer.end_col))
 
 
 def _settings_block(ctx: _Ctx, block: ast.Block) -> dict[str, Decision]:

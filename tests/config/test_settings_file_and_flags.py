@@ -38,7 +38,7 @@ resourcePriority: example.com/vgpupriority
 nodeSchedulerPolicy: spread
 gpuSchedulerPolicy: binpack
 schedulerName: my-scheduler
-driverMounts: [/usr/lib/libcuda.so.1, /dev/nvidia0]
+driverMounts: [/usr/lib/libcuda.so.1, '/dev/nvidia0:rw']
 regionRoot: /srv/regions
 """, "cm.yaml")
     assert s.device_split_count == 4 and s.device_memory_scaling == 1.5
@@ -49,7 +49,7 @@ regionRoot: /srv/regions
         "example.com/vgpucores", "example.com/vgpupriority")
     assert (s.node_scheduler_policy, s.gpu_scheduler_policy) == ("spread", "binpack")
     assert s.scheduler_name == "my-scheduler"
-    assert s.driver_mounts == ("/usr/lib/libcuda.so.1", "/dev/nvidia0")
+    assert s.driver_mounts == ("/usr/lib/libcuda.so.1", "/dev/nvidia0:rw")
     assert s.region_root == "/srv/regions"
 
 
@@ -79,6 +79,7 @@ regionRoot: /srv/regions
         ("schedulerName: ''", ["schedulerName", "non-empty"]),
         ("driverMounts: lib/libcuda.so", ["driverMounts", "'lib/libcuda.so'", "absolute"]),
         ("driverMounts: {a: 1}", ["driverMounts", "not a list"]),
+        ("driverMounts: ['/a:rx']", ["driverMounts", "'/a:rx'", ":rw"]),
         ("regionRoot: relative", ["regionRoot", "'relative'", "absolute"]),
         ("deviceSplitcount: 3", ["deviceSplitcount", "unknown setting", "deviceSplitCount"]),
         ("- deviceSplitCount", ["expected a mapping", "list"]),

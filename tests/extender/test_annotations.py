@@ -18,15 +18,19 @@ from gpuwarden.annotations import (
     ContainerAssignment,
     DeviceGrant,
     GpuDevice,
+    NodeAllocations,
     NodeInventory,
     PodAssignment,
+    Reservation,
     assignment_annotations,
     decode_allocated,
+    decode_allocations,
     decode_assignment,
     decode_bind_phase,
     decode_hami_register,
     decode_node_gpus,
     encode_allocated,
+    encode_allocations,
     encode_assignment,
     encode_hami_register,
     encode_node_gpus,
@@ -138,3 +142,20 @@ def test_bind_phase_and_allocated_decode_or_refuse() -> None:
     assert decode_allocated(encode_allocated(["b", "a", "b"])) == ("a", "b")
     with pytest.raises(AnnotationError, match=r"gpuwarden.io/allocated at \[1\]"):
         decode_allocated('["a", 3]')
+
+
+def test_allocations_ledger_round_trips_and_replaces_a_pods_entry() -> None:
+    ledger = NodeAllocations().with_(Reservation("u2", "ns/b", 5, (("GPU-a", 100, 10, 1),)))
+    ledger = ledger.with_(Reservation("u1", "ns/a", 6, (("GPU-a", 200, 0, 1),
+                                                       ("GPU-b", 200, 0, 1))))
+    ledger = ledger.with_(Reservation("u2", "ns/b", 7, (("GPU-b", 1, 1, 1),)))
+    assert [r.uid for r in ledger.reservations] == ["u1", "u2"]
+    assert decode_allocations(encode_allocations(ledger)) == ledger
+    assert ledger.get("u2") is not None and ledger.get("u2").at == 7  # type: ignore[union-attr]
+    assert ledger.without("u1").get("u1") is None
+
+
+def test_bad_allocations_ledger_names_the_entry() -> None:
+    with pytest.raises(AnnotationError, match=re.escape(
+            "gpuwarden.io/allocations at pods[0].gpus[0]: must be [uuid, memoryMiB, cores")):
+        decode_allocations('{"version": 1, "pods": [{"uid": "u", "gpus": [["G", -1, 0, 1]]}]}')
