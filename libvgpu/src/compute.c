@@ -25,7 +25,9 @@
 #define TOLERANCE_SHARED_NS 20000000ull /* ... on a shared GPU, where launches go in bursts */
 #define CLOCK_PERIOD_NS 100000000ull /* NVML clock/utilisation sampling (DVFS correction) */
 #define FEEDBACK_SETTLE_NS 1000000000ull /* busy feedback: conditions held this long first */
-#define FEEDBACK_WINDOW_NS 500000000ull /* busy feedback: one window */
+#define FEEDBACK_WINDOW_NS 500000000ull /* busy feedback: the shortest window */
+#define FEEDBACK_WINDOW_KERNELS 16u     /* ... at least this many of the longest kernels' paces */
+#define FEEDBACK_WINDOW_MAX_NS 8000000000ull
 #define QUEUE_NS       2000000ull  /* estimated work a process may have queued ahead */
 #define SLEEP_CHUNK_NS 2000000ull  /* waits re-check yield/limit this often */
 #define SAMPLE_EVERY   32u         /* measure one launch in this many, once a cost is known: a
@@ -310,7 +312,12 @@ static void clock_sample(struct cdev *c, uint64_t t, uint32_t mhz, int have_mhz,
         } else {
             c->win_busy += (t - c->win_prev) * util / 100u;
             c->win_prev = t;
-            if (t - c->win_t0 >= FEEDBACK_WINDOW_NS) {
+            /* a window holds many of the longest kernels: with 100-ms kernels paced at 30 %,
+             * a 0.5-s window holds one or two, and its busy share swings by half */
+            uint64_t win = lim_pacer_increment(LD(&c->longest), limit) * FEEDBACK_WINDOW_KERNELS;
+            win = win < FEEDBACK_WINDOW_NS ? FEEDBACK_WINDOW_NS
+                  : win > FEEDBACK_WINDOW_MAX_NS ? FEEDBACK_WINDOW_MAX_NS : win;
+            if (t - c->win_t0 >= win) {
                 uint32_t k = lim_busy_feedback(c->fb_ppm, c->win_busy, charged - c->win_c0,
                                                t - c->win_t0);
                 /* down only when two windows in a row ask for it: NVML's utilisation averages
@@ -935,11 +942,11 @@ static void gate(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d,
 
     /* Measure: unknown or young signatures, one in SAMPLE_EVERY, and whenever the queue bound
      * needs fresh news. */
-    /* ... and whenever QUEUE_NS / 8 of estimated work went by unmeasured: the queue bound
+    /* ... and whenever QUEUE_NS / 4 of estimated work went by unmeasured: the queue bound
      * counts what is outstanding from the newest finished measurement, so a coarser grain
      * would drain the queue (and idle the GPU) before the bound lets a launch go */
     want_sample = !known || ADD(&c->nlaunch, 1u) % SAMPLE_EVERY == 0 ||
-                  LD(&c->submitted) - LD(&c->sampled_at) >= QUEUE_NS / 8u;
+                  LD(&c->submitted) - LD(&c->sampled_at) >= QUEUE_NS / 4u;
     if (!want_sample)
         return;
     relax(m);
