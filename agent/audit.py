@@ -48,6 +48,9 @@ class AuditLog:
         self._clock = clock
         self._lock = threading.Lock()
         self._file: TextIO | None = None
+        # called with each record after it is written (cluster mode: Events on pods); a
+        # listener must not block or raise
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._file = path.open("a", encoding="utf-8")
@@ -62,6 +65,8 @@ class AuditLog:
             if self.stream is not None:
                 self.stream.write(line + "\n")
                 self.stream.flush()
+        for listen in self.listeners:
+            listen(record)
         return record
 
     def close(self) -> None:

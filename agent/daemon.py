@@ -23,7 +23,7 @@ from typing import Any, TextIO
 from agent.audit import AuditLog
 from agent.decide import AgentPolicy, core_plan, decide, judge, remember
 from agent.enforce import Enforcer
-from agent.exporter import Row, View
+from agent.exporter import GpuRow, Row, View
 from agent.gpumap import ebpf_by_uuid, visible_gpus
 from agent.ledger import Ledger, WorkloadRecord, safe_id
 from agent.model import (
@@ -38,8 +38,18 @@ from agent.model import (
 )
 from agent.procfs import MARKER_ENV, environ_values, read_proc, running, scan, start_time
 from agent.proctree import ProcessTable
-from agent.reload import PolicyWatcher
-from agent.rules import policy_workload, to_rule
+from agent.reload import PolicyWatcher, ReloadThread
+from agent.rules import to_rule
+from gpuwarden.annotations import (
+    ContainerAssignment,
+    DeviceGrant,
+    GpuDevice,
+    NodeInventory,
+    PodAssignment,
+)
+from gpuwarden.placement import ContainerRequest, Misfit, NodeState, PodRequest, fit, node_usage
+from gpuwarden.resources import DEVICE_SPLIT_COUNT
+from policy.model import MIB
 
 __all__ = ["Agent", "AgentConfig"]
 
@@ -61,6 +71,7 @@ class AgentConfig:
     proc_root: str = "/proc"
     audit_stream: TextIO | None = None
     node: str = field(default_factory=socket.gethostname)
+    cluster: Any = None  # agent.cluster.ClusterMode: workloads are this node's pod containers
 
 
 @dataclass
@@ -97,6 +108,7 @@ class Agent:
         self.lock = threading.RLock()
         self.ledger = Ledger(cfg.state_dir)
         self.watcher = PolicyWatcher(cfg.policy_paths)
+        self.reloader: ReloadThread | None = None
         self.table = ProcessTable()
         self.tracked: dict[str, Tracked] = {}
         self.history: dict[Any, Any] = {}
@@ -130,14 +142,26 @@ class Agent:
         self.audit: AuditLog | None = None
         self.enforcer: Enforcer | None = None
         self.stopping = threading.Event()
+        self.cluster = cfg.cluster
+        self._by_container: dict[str, str] = {}  # container id -> wid (cluster mode)
+        self._bad_pods_told: set[str] = set()  # unreadable pods already reported
+        self._next_adopt = 0.0
         self.loop_seconds = 0.0
         self.kill_latency: list[float] = []
 
     # ---- start-up ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Load the policy (raises agent.reload.PolicyError), open every source, restore."""
-        self.watcher.load_initial()
+        """Take the state folder (raises agent.ledger.AgentAlreadyRunning), load the policy
+        (raises agent.reload.PolicyError), open every source, restore."""
+        self.ledger.lock()
+        try:
+            self.watcher.load_initial()
+        except BaseException:
+            self.ledger.unlock()
+            raise
+        self.reloader = ReloadThread(self.watcher, self.wake)
+        self.reloader.start()
         self.audit = AuditLog(self.ledger.audit_path, self.cfg.audit_stream)
         self._open_nvml()
         self._open_ebpf()
@@ -145,6 +169,12 @@ class Agent:
                                  self.cfg.proc_root)
         self._open_procevents()
         self._restore()
+        if self.cluster is not None:
+            self.audit.listeners.append(self.cluster.on_audit)
+            if not self.cluster.start(self.wake):
+                self._emit({"event": "pod_watch_not_synced", "handling": "processes in pod "
+                            "containers are spared until the node's pods are listed"})
+            self._sync_pods()
         self.audit.emit({"event": "agent_started", "policy_digest": self.watcher.digest,
                          "ebpf": "on" if self.ebpf else f"off: {self.ebpf_reason}",
                          "nvml": "on" if self.nvml else f"off: {self.nvml_reason}",
@@ -205,8 +235,7 @@ class Agent:
                   file=sys.stderr)
 
     def _rule_for(self, rec: WorkloadRecord) -> tuple[Any, Rule]:
-        eff = self.watcher.policy.evaluate(policy_workload(
-            rec.namespace, rec.name, rec.labels, rec.request, self.cfg.node))
+        eff = self.watcher.policy.evaluate(rec.policy_workload(self.cfg.node))
         total = self._total_bytes(rec.devices)
         return eff, to_rule(eff, total)
 
@@ -291,10 +320,15 @@ class Agent:
                 return {"ok": False, "code": 2, "error": "no GPU to run on: NVML is "
                         f"unavailable ({self.nvml_reason}); on a machine without a GPU start "
                         "the agent with the simulated GPU (gpuwarden sim env)"}
-            if eff.gpu > len(self.devices):
-                return {"ok": False, "code": 1, "error": f"the policy gives {eff.gpu} GPUs, "
-                        f"this machine has {len(self.devices)}"}
-            chosen = self._choose(eff.gpu)
+            placed = fit(self._admission_node(), PodRequest((ContainerRequest(rec.container,
+                                                                            eff),)))
+            if isinstance(placed, Misfit):
+                self._emit({"event": "admission_refused", "workload": {
+                    "namespace": namespace, "pod": name}, "reason": placed.reason})
+                return {"ok": False, "code": 1, "error": "no GPU of this machine has room: "
+                        + placed.reason.removeprefix("gpuwarden: ")}
+            by_uuid = {d.uuid: d for d in self.devices}
+            chosen = [by_uuid[g.uuid] for g in placed.assignment.containers[0].devices]
             rec.devices = [d.uuid for d in chosen]
             rec.wid = f"{safe_id(namespace)}.{safe_id(name)}-{secrets.token_hex(3)}"
             rec.region = str(self.ledger.region_path(rec.wid))
@@ -332,12 +366,21 @@ class Agent:
                 "limits_bytes": limits, "devices": rec.devices,
                 "on_violation": eff.on_violation.describe(), "mode": rule.mode}
 
-    def _choose(self, n: int) -> list[Any]:
-        load = {d.uuid: 0 for d in self.devices}
+    def _admission_node(self) -> NodeState:
+        """This machine as the placement core sees it: its GPUs and what the admitted
+        workloads hold (their limits under the current policy)."""
+        devices = tuple(GpuDevice(d.uuid, d.index, d.total_bytes // MIB, 100, d.name)
+                        for d in self.devices)
+        held = []
         for t in self.tracked.values():
-            for u in t.rec.devices:
-                load[u] = load.get(u, 0) + 1
-        return sorted(self.devices, key=lambda d: (load[d.uuid], d.index))[:n]
+            eff, _ = self._rule_for(t.rec)
+            grants = tuple(DeviceGrant(d.uuid, d.index, eff.memory_limit_bytes(d.total_bytes)
+                                       // MIB, int(eff.gpucores))
+                           for d in self.devices if d.uuid in t.rec.devices)
+            held.append(PodAssignment(self.cfg.node, (ContainerAssignment(t.rec.container,
+                                                                          grants),)))
+        return NodeState(self.cfg.node, NodeInventory(devices, DEVICE_SPLIT_COUNT),
+                         node_usage(held))
 
     def _env(self, rec: WorkloadRecord, eff: Any, limits: list[int], shim: str,
              subset: bool) -> dict[str, str]:
@@ -410,10 +453,16 @@ class Agent:
             if os.read(self._wake_r, 4096):
                 self._dirty = True
         self._process_events()
+        if self.cluster is not None:
+            if self.cluster.take_changed():
+                self._sync_pods()
+            elif self.clock() >= self._next_adopt:
+                self._adopt_scan()
         now = self.clock()
         if (self._dirty and now - self._last_tick >= self.MIN_TICK_GAP) or now >= self._next_tick:
             self.tick(now)
-        outcome = self.watcher.poll()
+        # reloads run on their own thread: a slow or stuck one never delays verdicts and kills
+        outcome = self.reloader.take() if self.reloader is not None else None
         if outcome is not None:
             self._on_reload(outcome)
 
@@ -489,15 +538,16 @@ class Agent:
             self.enforcer.forget(pid)
         if wid is not None:
             self._dirty = True
-            if not self.table.pids_of(wid):
+            t = self.tracked.get(wid)
+            cluster = t is not None and bool(t.rec.pod_uid)
+            if not self.table.pids_of(wid) and not cluster:  # a container lives on its pod
                 self._end_workload(wid, "all processes exited")
                 return
-            t = self.tracked.get(wid)
             if t is not None and t.reader is not None:
                 # a crashed process must not stay counted against its workload's limit
                 try:
-                    n = (t.reader.region.reclaim_dead()
-                         if pid in t.reader.read().procs else 0)
+                    n = (self._reclaim_cluster(t) if cluster else
+                         t.reader.region.reclaim_dead() if pid in t.reader.read().procs else 0)
                 except Exception as err:
                     self._emit({"event": "region_error", "workload": self._wl(t),
                                 "error": f"cannot reclaim a dead process's slot: {err}"})
@@ -544,6 +594,8 @@ class Agent:
 
     def _protected(self) -> frozenset[Pid]:
         out = {Pid(os.getpid()), Pid(1)}
+        if self.cluster is not None:
+            out |= self._pending_pod_pids()
         names = set()
         for p in self.cfg.protect:
             if p.isdigit():
@@ -555,10 +607,10 @@ class Agent:
             for view in (self.nvml_sample.memory if self.nvml_sample else {},
                          self._ebpf_view or {}):
                 gpu_pids.update(view)
-            for p in gpu_pids:
-                info = read_proc(p, self.cfg.proc_root, with_marker=False)
+            for pid in gpu_pids:
+                info = read_proc(pid, self.cfg.proc_root, with_marker=False)
                 if info is not None and info.comm in names:
-                    out.add(Pid(p))
+                    out.add(Pid(pid))
         return frozenset(out)
 
     _ebpf_view: dict[Pid, dict[GpuUuid, int]] | None = None
@@ -614,7 +666,10 @@ class Agent:
                     self.nvml_reason = f"sampling failed: {err}"
                     self.nvml_sample = None
             self._ebpf_view = self._read_ebpf()
+            if self.cluster is not None:
+                self._adopt_gpu_pids()
             workloads = tuple(self._workload(t, now) for t in list(self.tracked.values()))
+            self._nvml_catch_up(workloads, now)
             unmanaged = to_rule(self.watcher.policy.unmanaged, self._total_bytes([]),
                                 name="unmanaged")
             if self.cfg.audit_unmanaged:
@@ -660,6 +715,28 @@ class Agent:
             self.loop_seconds = time.perf_counter() - t0
             self._publish(snap, verdicts)
 
+    NVML_CATCH_UP = 0.2  # seconds
+    NVML_NEW_WORKLOAD = 5.0  # seconds after admission during which a workload is "new"
+
+    def _nvml_catch_up(self, workloads: tuple[Workload, ...], now: float) -> None:
+        """A new workload that holds memory by the shim or eBPF but is not in NVML's last
+        sample (taken before it started, up to 2 s ago): sample NVML again in 0.2 s, so that
+        its NVML figures do not read 0 for its first seconds."""
+        if self.nvml is None or self.nvml_sample is None:
+            return
+        seen = self.nvml_sample.memory
+        wall = time.time()
+        for w in workloads:
+            t = self.tracked.get(w.wid)
+            if t is None or wall - t.rec.created > self.NVML_NEW_WORKLOAD:
+                continue
+            holds = any((w.shim_used or {}).values()) or any(
+                any((self._ebpf_view or {}).get(p, {}).values()) for p in w.pids)
+            if holds and not any(p in seen for p in w.pids):
+                self._nvml_next = min(self._nvml_next, now + self.NVML_CATCH_UP)
+                self._next_tick = min(self._next_tick, now + self.NVML_CATCH_UP)
+                return
+
     def _workload(self, t: Tracked, now: float) -> Workload:
         if t.reader is None and now >= t.region_retry:
             self._open_region(t)
@@ -678,11 +755,14 @@ class Agent:
                 else:
                     t.procs, t.procs_next = r.procs, now + 2.0
                 t.used, t.limits = r.used, r.limits
-                alive = {Pid(p) for p, st in r.procs.items()
-                         if self.table.start.get(Pid(p)) == st
-                         or start_time(p, self.cfg.proc_root) == st}
-                for p in alive - self.table.pids_of(t.rec.wid):
-                    self.table.attach(p, t.rec.wid, r.procs[p])  # the shim says it is ours
+                if t.rec.pod_uid:  # the shim's pids are of the container's namespace
+                    alive = {Pid(p) for p in self._host_pids(t, r.procs)}
+                else:
+                    alive = {Pid(p) for p, st in r.procs.items()
+                             if self.table.start.get(Pid(p)) == st
+                             or start_time(p, self.cfg.proc_root) == st}
+                    for p in alive - self.table.pids_of(t.rec.wid):
+                        self.table.attach(p, t.rec.wid, r.procs[p])  # the shim says it's ours
                 t.shim_pids = frozenset(alive)
             except Exception as err:
                 with contextlib.suppress(Exception):
@@ -743,6 +823,111 @@ class Agent:
                                                                       int(eff.gpucores))
             self._dirty = True
 
+    # ---- cluster mode: the node's pod containers are the workloads ----------------------------
+
+    ADOPT_PERIOD = 2.0  # look for processes in pod containers (exec'd ones have no owned parent)
+
+    def _sync_pods(self) -> None:
+        """Track every running GPU container of the node's pods, end those gone, and give each
+        its processes by cgroup."""
+        assert self.cluster is not None
+        want = {w: pc for w, pc in self.cluster.desired().items() if pc.container_id}
+        with self.lock:
+            for uid, why in self.cluster.bad_pods.items():
+                if uid not in self._bad_pods_told:
+                    self._emit({"event": "pod_unreadable", "pod_uid": uid, "error": why})
+            self._bad_pods_told = set(self.cluster.bad_pods)
+            for wid, t in list(self.tracked.items()):
+                pc = want.get(wid)
+                if t.rec.pod_uid and (pc is None or pc.container_id != t.rec.container_id):
+                    self._by_container.pop(t.rec.container_id, None)
+                    self._end_workload(wid, "the container is not running any more")
+            for wid, pc in want.items():
+                if wid not in self.tracked:
+                    self._track_pod_container(pc)
+        self._adopt_scan()
+
+    def _adopt_scan(self) -> None:
+        """Processes of pod containers that no workload owns yet (exec'd into a container,
+        started before its status named it): theirs now."""
+        assert self.cluster is not None
+        self._next_adopt = self.clock() + self.ADOPT_PERIOD
+        with self.lock:
+            for pid, st, ref in self.cluster.scan(self.table.owner):
+                self._adopt(pid, st, ref)
+
+    def _track_pod_container(self, pc: Any) -> None:
+        from agent.cluster import record_of
+
+        w = pc.workload
+        rec = record_of(pc, time.time())
+        _, rule = self._rule_for(rec)
+        t = Tracked(rec, WorkloadKey(w.namespace, w.name, w.container), rule)
+        self._open_region(t)
+        if not rec.devices and t.reader is not None:
+            with contextlib.suppress(Exception):
+                rec.devices = sorted(t.reader.read(with_procs=False).limits)
+        self.tracked[pc.wid] = t
+        self._by_container[pc.container_id] = pc.wid
+        self._dirty = True
+        self._emit({"event": "workload_adopted", "workload": self._wl(t), "rule": rule.name,
+                    "memory_limit_bytes": rule.memory_limit_bytes, "region": rec.region,
+                    "region_error": t.region_error or None})
+
+    def _adopt(self, pid: int, st: int, ref: Any) -> bool:
+        wid = self._by_container.get(ref.container_id)
+        if wid is None:
+            return False
+        assert self.cluster is not None
+        self.cluster.resolved(pid)
+        self.table.attach(Pid(pid), wid, st)
+        self._dirty = True
+        return True
+
+    def _adopt_gpu_pids(self) -> None:
+        """Processes on a GPU that no workload owns yet: in a pod container, they are its."""
+        assert self.cluster is not None
+        seen: set[int] = set(self._ebpf_view or {})
+        if self.nvml_sample is not None:
+            seen.update(self.nvml_sample.memory)
+        for pid in seen - set(self.table.owner):
+            st = start_time(pid, self.cfg.proc_root)
+            ref = self.cluster.container(pid, st) if st is not None else None
+            if ref is not None and st is not None:
+                self._adopt(pid, st, ref)
+
+    def _pending_pod_pids(self) -> set[Pid]:
+        """Unowned GPU processes in pod containers that the pod cache cannot name yet."""
+        assert self.cluster is not None
+        now = self.clock()
+        out: set[Pid] = set()
+        seen: set[int] = set(self._ebpf_view or {})
+        if self.nvml_sample is not None:
+            seen.update(self.nvml_sample.memory)
+        for pid in seen - set(self.table.owner):
+            if (self.cluster.container(pid) is not None
+                    and self.cluster.pending(pid, now)):
+                out.add(Pid(pid))
+        return out
+
+    def _host_pids(self, t: Tracked, procs: dict[int, int]) -> set[int]:
+        """The host pids of the shim's slots in a pod container's region."""
+        from agent.pods import host_pids
+
+        assert self.cluster is not None
+        mine = {int(p): self.table.start[p] for p in self.table.pids_of(t.rec.wid)
+                if p in self.table.start}
+        return set(host_pids(procs, self.cluster.ns_pids(mine)))
+
+    def _reclaim_cluster(self, t: Tracked) -> int:
+        """Free the slots of dead processes of a pod container: alive means a live process of
+        the container has that namespace pid and start time."""
+        assert self.cluster is not None and t.reader is not None
+        mine = {int(p): self.table.start[p] for p in self.table.pids_of(t.rec.wid)
+                if p in self.table.start}
+        live = set(self.cluster.ns_pids(mine).values())
+        return int(t.reader.region.reclaim_dead(alive=lambda p, st: (p, st) in live))
+
     # ---- views ------------------------------------------------------------------------------
 
     def _wl(self, t: Tracked) -> dict[str, str]:
@@ -801,7 +986,7 @@ class Agent:
             policy_reloads_total=self.watcher.reloads_total,
             policy_reload_errors_total=self.watcher.reload_errors_total,
             policy_last_reload_ok=self.watcher.last_reload_ok,
-            rows=tuple(rows), workloads=len(self.tracked),
+            rows=tuple(rows), gpus=self._gpu_rows(), workloads=len(self.tracked),
             violations_total=dict(enf.violations) if enf else {},
             actions_total=dict(enf.actions) if enf else {},
             ebpf_up=self.ebpf is not None, ebpf_reason=self.ebpf_reason,
@@ -810,6 +995,33 @@ class Agent:
             nvml_reason=self.nvml_reason, procevents_up=self.procevents is not None,
             region_errors_total=self.region_errors_total, loop_seconds=self.loop_seconds,
             last_loop_ts=ts)
+
+    def _gpu_rows(self) -> tuple[GpuRow, ...]:
+        """Each GPU as NVML last sampled it, with what the tracked workloads' slices take."""
+        mem: dict[str, int] = {}
+        cores: dict[str, int] = {}
+        slices: dict[str, int] = {}
+        for d in self.devices:
+            for t in self.tracked.values():
+                if not t.rec.devices or d.uuid in t.rec.devices:
+                    limit = t.rule.memory_limit_bytes
+                    mem[d.uuid] = mem.get(d.uuid, 0) + min(limit if limit is not None
+                                                           else d.total_bytes, d.total_bytes)
+                    cores[d.uuid] = cores.get(d.uuid, 0) + t.rule.cores_percent
+                    slices[d.uuid] = slices.get(d.uuid, 0) + 1
+        sampled = self.nvml_sample.devices if self.nvml_sample is not None else {}
+        rows = []
+        for d in self.devices:
+            s = sampled.get(d.uuid)
+            rows.append(GpuRow(
+                uuid=d.uuid, index=d.index, model=d.name, total_bytes=d.total_bytes,
+                used_bytes=s.used_bytes if s else None,
+                utilization_ratio=s.utilization_ratio if s else None,
+                allocated_bytes=mem.get(d.uuid, 0), cores_allocated_ratio=cores.get(d.uuid, 0)
+                / 100.0, slices=slices.get(d.uuid, 0),
+                healthy=self.nvml is not None and not self.nvml_reason
+                and (s is None or s.healthy)))
+        return tuple(rows)
 
     def status(self) -> dict[str, Any]:
         """What `gpuwarden top` shows."""
@@ -828,12 +1040,15 @@ class Agent:
         self.stopping.set()
         self.wake()
 
-    def close(self) -> None:
+    def close(self, exiting: bool = False) -> None:
+        """Release every source. `exiting`: the process ends next, so the eBPF probes' slow
+        teardown (seconds) is left to a child process (bpf.audit.AuditProbe.close)."""
+        if self.reloader is not None:
+            self.reloader.stop()
+        if self.cluster is not None:
+            self.cluster.close()
         if self.procevents is not None:
             self.procevents.close()
-        if self.ebpf is not None:
-            with contextlib.suppress(Exception):
-                self.ebpf.close()
         if self.nvml is not None:
             self.nvml.close()
         for t in self.tracked.values():
@@ -844,3 +1059,9 @@ class Agent:
             self.audit.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
+        # The state folder is free before the probes go: with `exiting`, a forked child takes
+        # over their slow teardown and would otherwise hold the folder's lock for seconds.
+        self.ledger.unlock()
+        if self.ebpf is not None:
+            with contextlib.suppress(Exception):
+                self.ebpf.close(exiting=True) if exiting else self.ebpf.close()

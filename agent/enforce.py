@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.audit import AuditLog, action_event
-from agent.model import Action, ActionKind, Pid, WorkloadKey
+from agent.model import Action, ActionKind, Pid, ViolationLabels, WorkloadKey
 from agent.procfs import start_time
 
 __all__ = ["Enforcer", "send_signal"]
@@ -59,7 +59,7 @@ class Enforcer:
         self.ebpf = ebpf
         self.proc_root = proc_root
         self.armed: dict[Pid, int] = {}
-        self.violations: Counter[tuple[WorkloadKey, str, str]] = Counter()
+        self.violations: Counter[ViolationLabels] = Counter()
         self.actions: Counter[tuple[WorkloadKey, str]] = Counter()
         self.last_action: dict[str, str] = {}  # wid -> e.g. "kill", "would_kill"
         self._seen: dict[WorkloadKey, float] = {}  # key -> last time live or acted on
@@ -94,8 +94,11 @@ class Enforcer:
         name = ev["action"]
         self._seen[a.key] = now
         if a.kind == ActionKind.ALERT and a.verdict is not None:
-            self.violations[(a.key, str(a.verdict.gpu), str(a.verdict.kind))] += 1
+            self.violations[ViolationLabels(a.key, str(a.verdict.gpu), str(a.verdict.kind),
+                                            a.policy_rule, a.reason, a.severity)] += 1
             ev["alert"] = a.reason
+            ev["severity"] = a.severity
+            ev["policy_rule"] = a.policy_rule
         self.actions[(a.key, name)] += 1
         self.last_action[a.wid] = name
         if a.kind in (ActionKind.TERMINATE, ActionKind.KILL) and not a.dry:

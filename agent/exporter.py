@@ -1,17 +1,21 @@
 """Prometheus exporter: a Collector that builds every gpuwarden_ family at scrape time from the
 latest published `View`, and a tiny HTTP server for /metrics and /healthz.
 
-Labels are namespace, pod, container, gpu_uuid and small enums (source, rule, action); never a
-PID. `rule` on violations is the kind of check that failed (memory, compute, bypass, denied).
+Labels are namespace, pod, container, gpu_uuid and small enums (source, action, check); never a
+PID. On violations, `check` is the kind of check that failed (memory, compute, bypass, denied)
+and `policy_rule`, `alert`, `severity` are what the policy says about it (the rule that decided
+the response, its alert name and severity), so that alert rules can route on them.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client.core import (
     CollectorRegistry,
@@ -20,12 +24,12 @@ from prometheus_client.core import (
     InfoMetricFamily,
     Metric,
 )
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
 from prometheus_client.registry import Collector
 
-from agent.model import WorkloadKey
+from agent.model import ViolationLabels, WorkloadKey
 
-__all__ = ["AgentCollector", "MetricsServer", "Row", "View"]
+__all__ = ["AgentCollector", "GpuRow", "MetricsServer", "Row", "View"]
 
 WL = ["namespace", "pod", "container"]
 WLG = [*WL, "gpu_uuid"]
@@ -47,6 +51,22 @@ class Row:
 
 
 @dataclass(frozen=True)
+class GpuRow:
+    """One GPU of the node: NVML's view of the whole device and what the slices on it hold."""
+
+    uuid: str
+    index: int
+    model: str
+    total_bytes: int
+    used_bytes: int | None  # NVML, every process (None: not sampled yet, or NVML failed)
+    utilization_ratio: float | None
+    allocated_bytes: int  # the memory limits of the slices placed on it
+    cores_allocated_ratio: float  # their gpucores, as a share of the GPU
+    slices: int  # workloads placed on it
+    healthy: bool
+
+
+@dataclass(frozen=True)
 class View:
     version: str = ""
     policy_digest: str = ""
@@ -54,8 +74,9 @@ class View:
     policy_reload_errors_total: int = 0
     policy_last_reload_ok: bool = True
     rows: tuple[Row, ...] = ()
+    gpus: tuple[GpuRow, ...] = ()
     workloads: int = 0
-    violations_total: Mapping[tuple[WorkloadKey, str, str], int] = field(default_factory=dict)
+    violations_total: Mapping[ViolationLabels, int] = field(default_factory=dict)
     actions_total: Mapping[tuple[WorkloadKey, str], int] = field(default_factory=dict)
     ebpf_up: bool = False
     ebpf_reason: str = "not started"
@@ -95,11 +116,14 @@ class AgentCollector(Collector):
                                 value=int(v.policy_last_reload_ok))
         yield GaugeMetricFamily("gpuwarden_workloads", "Workloads the agent tracks",
                                 value=v.workloads)
+        yield from self._gpus(v)
         yield from self._usage(v)
-        viol = CounterMetricFamily("gpuwarden_violations", "Violations detected (onsets)",
-                                   labels=[*WLG, "rule"])
-        for (key, gpu, kind), n in sorted(v.violations_total.items(), key=str):
-            viol.add_metric([*_wl(key), gpu, kind], n)
+        viol = CounterMetricFamily("gpuwarden_violations", "Violations detected (onsets), by "
+                                   "check and by the policy's rule, alert name and severity",
+                                   labels=[*WLG, "check", "policy_rule", "alert", "severity"])
+        for vl, n in sorted(v.violations_total.items(), key=str):
+            viol.add_metric([*_wl(vl.key), vl.gpu, vl.check, vl.policy_rule, vl.alert,
+                             vl.severity], n)
         yield viol
         acts = CounterMetricFamily("gpuwarden_actions", "Actions taken (would_* when dry)",
                                    labels=[*WL, "action"])
@@ -122,6 +146,35 @@ class AgentCollector(Collector):
                                 value=v.loop_seconds)
         yield GaugeMetricFamily("gpuwarden_agent_last_loop_timestamp_seconds",
                                 "Unix time of the last completed loop", value=v.last_loop_ts)
+
+    def _gpus(self, v: View) -> Iterator[Metric]:
+        info = InfoMetricFamily("gpuwarden_gpu", "A GPU of this node (index: NVML's order)",
+                                labels=["gpu_uuid"])
+        fams = {name: GaugeMetricFamily(f"gpuwarden_gpu_{name}", text, labels=["gpu_uuid"])
+                for name, text in (
+                    ("memory_total_bytes", "GPU memory of the device"),
+                    ("memory_used_bytes", "GPU memory used on the device, every process (NVML)"),
+                    ("memory_allocated_bytes", "GPU memory given to slices: the sum of the "
+                     "memory limits of the workloads placed on the device"),
+                    ("cores_allocated_ratio", "Compute given to slices: the sum of the "
+                     "gpucores of the workloads placed on the device, as a share of it"),
+                    ("utilization_ratio", "Share of the last sample period in which a kernel "
+                     "ran on the device (NVML)"),
+                    ("slices", "Workloads placed on the device"),
+                    ("healthy", "1 if NVML answers for the device"))}
+        for g in v.gpus:
+            info.add_metric([g.uuid], {"index": str(g.index), "model": g.model})
+            fams["memory_total_bytes"].add_metric([g.uuid], g.total_bytes)
+            if g.used_bytes is not None:
+                fams["memory_used_bytes"].add_metric([g.uuid], g.used_bytes)
+            if g.utilization_ratio is not None:
+                fams["utilization_ratio"].add_metric([g.uuid], g.utilization_ratio)
+            fams["memory_allocated_bytes"].add_metric([g.uuid], g.allocated_bytes)
+            fams["cores_allocated_ratio"].add_metric([g.uuid], g.cores_allocated_ratio)
+            fams["slices"].add_metric([g.uuid], g.slices)
+            fams["healthy"].add_metric([g.uuid], int(g.healthy))
+        yield info
+        yield from fams.values()
 
     def _usage(self, v: View) -> Iterator[Metric]:
         used = GaugeMetricFamily("gpuwarden_workload_memory_used_bytes",
@@ -166,37 +219,35 @@ def health(v: View, now: float, stale_after: float = 10.0) -> tuple[bool, dict[s
 
 
 class MetricsServer:
-    """Serves /metrics from `registry` and /healthz from the view, on its own thread."""
+    """Serves /metrics from `registry` with prometheus_client's own WSGI app (gzip and
+    OpenMetrics negotiated from the request's headers, `?name[]=` filters) and /healthz from
+    the view, on its own thread."""
 
     def __init__(self, registry: CollectorRegistry, view: Callable[[], View],
                  port: int, host: str = "127.0.0.1",
                  clock: Callable[[], float] | None = None) -> None:
-        import time
+        metrics = make_wsgi_app(registry)
+        now = clock or time.time
 
-        clock = clock or time.time
+        def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+            path = environ.get("PATH_INFO", "/")
+            if path == "/metrics":
+                return list(metrics(environ, start_response))
+            if path == "/healthz":
+                ok, doc = health(view(), now())
+                body = json.dumps(doc).encode() + b"\n"
+                status = "200 OK" if ok else "503 Service Unavailable"
+                ctype = "application/json"
+            else:
+                body, status, ctype = b"try /metrics or /healthz\n", "404 Not Found", "text/plain"
+            start_response(status, [("Content-Type", ctype), ("Content-Length", str(len(body)))])
+            return [body]
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
-                if path == "/metrics":
-                    body, ctype, code = generate_latest(registry), CONTENT_TYPE_LATEST, 200
-                elif path == "/healthz":
-                    ok, doc = health(view(), clock())
-                    body = json.dumps(doc).encode() + b"\n"
-                    ctype, code = "application/json", 200 if ok else 503
-                else:
-                    body, ctype, code = b"try /metrics or /healthz\n", "text/plain", 404
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:
+        class Quiet(WSGIRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
                 return
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = make_server(host, port, app, ThreadingWSGIServer, handler_class=Quiet)
         self.port = self.httpd.server_address[1]
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="metrics",
                                         daemon=True)

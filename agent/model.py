@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import NewType
+from typing import NamedTuple, NewType
 
 __all__ = [
     "Action",
@@ -26,6 +26,7 @@ __all__ = [
     "Source",
     "Verdict",
     "VerdictKind",
+    "ViolationLabels",
     "Workload",
     "WorkloadKey",
 ]
@@ -105,6 +106,7 @@ class Rule:
     bypass_tolerance_bytes: int = 0
     alert_name: str = "GpuwardenViolation"
     severity: str = "warning"
+    alert_rule: str = ""  # the policy rule that decided on_violation ("defaults": none did)
 
 
 @dataclass(frozen=True)
@@ -174,4 +176,19 @@ class Action:
     dry: bool = False  # record "would <kind>" instead of acting (dry run, audit mode)
     protected: tuple[Pid, ...] = ()  # pids spared because they are protected
     limit_bytes: int = 0  # for ARM
-    reason: str = ""
+    reason: str = ""  # for ALERT: the policy's alert name
+    severity: str = ""  # for ALERT: the policy's severity
+    policy_rule: str = ""  # for ALERT: the policy rule that decided the response
+
+
+class ViolationLabels(NamedTuple):
+    """What one violation counter is counted by (the metric's labels, never a PID): the
+    workload, the GPU, the check that failed, and the policy's rule, alert name and severity,
+    so that alert rules can route on what the policy says."""
+
+    key: WorkloadKey
+    gpu: str
+    check: str  # a VerdictKind
+    policy_rule: str
+    alert: str
+    severity: str

@@ -11,7 +11,8 @@ from typing import Any, TypedDict
 
 from agent.model import GpuUuid, Pid
 
-__all__ = ["Device", "NvmlSample", "NvmlSampler", "ProcessMemoryRaw", "UtilSampleRaw"]
+__all__ = ["Device", "DeviceSample", "NvmlSample", "NvmlSampler", "ProcessMemoryRaw",
+           "UtilSampleRaw"]
 
 
 class ProcessMemoryRaw(TypedDict):
@@ -34,8 +35,20 @@ class Device:
     handle: Any = field(compare=False, repr=False, default=None)
 
 
+@dataclass(frozen=True)
+class DeviceSample:
+    """One GPU as a whole: memory used (all processes, context included), utilization over the
+    driver's last sample period (0..1), and whether NVML answered for it (healthy)."""
+
+    used_bytes: int | None = None
+    utilization_ratio: float | None = None
+    healthy: bool = True
+    error: str = ""
+
+
 @dataclass
 class NvmlSample:
+    devices: dict[GpuUuid, DeviceSample] = field(default_factory=dict)
     memory: dict[Pid, dict[GpuUuid, int]] = field(default_factory=dict)
     sm: dict[Pid, dict[GpuUuid, float]] = field(default_factory=dict)
     rejected: list[str] = field(default_factory=list)  # what validation threw away, and why
@@ -88,9 +101,20 @@ class NvmlSampler:
         return [UtilSampleRaw(pid=int(s.pid), timeStamp=int(s.timeStamp), smUtil=int(s.smUtil))
                 for s in samples]
 
+    def _device(self, d: Device) -> DeviceSample:
+        nv = self.nv
+        try:
+            used = int(nv.nvmlDeviceGetMemoryInfo(d.handle).used)
+            util = int(nv.nvmlDeviceGetUtilizationRates(d.handle).gpu)
+        except nv.NVMLError as err:
+            return DeviceSample(healthy=False, error=str(err))
+        return DeviceSample(used_bytes=used if 0 <= used <= d.total_bytes else None,
+                            utilization_ratio=util / 100.0 if 0 <= util <= 100 else None)
+
     def sample(self) -> NvmlSample:
         out = NvmlSample()
         for d in self.devices:
+            out.devices[d.uuid] = self._device(d)
             for p in self._raw_memory(d):
                 used = p["usedGpuMemory"]
                 if p["pid"] <= 0:

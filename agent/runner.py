@@ -8,7 +8,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from agent.control import request
 from agent.ledger import default_state_dir
@@ -27,6 +29,24 @@ def _labels(items: list[str]) -> dict[str, str]:
     return out
 
 
+def admit(sock: Path, req: dict[str, Any], wait: float) -> dict[str, Any]:
+    """Ask the agent at `sock`; while it is not up yet (an agent just started in the
+    background), retry for `wait` seconds, saying so once."""
+    deadline = time.monotonic() + wait
+    said = False
+    while True:
+        try:
+            return request(sock, req)
+        except OSError:
+            if time.monotonic() >= deadline:
+                raise
+            if not said:
+                print(f"gpuwarden run: waiting up to {wait:g} s for the agent at {sock}",
+                      file=sys.stderr, flush=True)
+                said = True
+            time.sleep(0.1)
+
+
 def run(args: argparse.Namespace, cmd: list[str]) -> int:
     try:
         labels = _labels(args.label)
@@ -38,9 +58,9 @@ def run(args: argparse.Namespace, cmd: list[str]) -> int:
     state: Path = args.state_dir or default_state_dir()
     name = args.name or Path(cmd[0]).name
     try:
-        answer = request(state / "agent.sock", {"op": "admit", "name": name,
-                                                "namespace": args.namespace,
-                                                "labels": labels, "request": req})
+        answer = admit(state / "agent.sock", {"op": "admit", "name": name,
+                                              "namespace": args.namespace,
+                                              "labels": labels, "request": req}, args.wait)
     except (OSError, ValueError) as err:
         print(f"gpuwarden run: {err}", file=sys.stderr)
         return 2

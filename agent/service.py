@@ -11,19 +11,45 @@ from typing import Any
 from agent.daemon import Agent, AgentConfig
 from agent.reload import PolicyError
 
-__all__ = ["serve"]
+__all__ = ["cluster_mode", "serve"]
+
+
+def cluster_mode(node: str | None, kubeconfig: str | None,
+                 regions_root: str | None) -> Any:
+    """The ClusterMode of `gpuwarden agent --kubernetes`: the pod watcher and the Event writer
+    over one API client."""
+    import os
+    import socket
+
+    from agent.cluster import DEFAULT_REGIONS_ROOT, ClusterMode
+    from agent.kubeapi import EventWriter, KubeApi, api_client
+    from gpuwarden.informer import Informer
+
+    name = node or os.environ.get("NODE_NAME") or socket.gethostname()
+    api = KubeApi(api_client(kubeconfig))
+
+    def log(ev: dict[str, Any]) -> None:
+        import json
+
+        print(json.dumps(ev), file=sys.stderr, flush=True)
+
+    return ClusterMode(Informer("pods", api.pods_of_node(name), log=log),
+                       Informer("node", api.node(name), log=log), name,
+                       regions_root or DEFAULT_REGIONS_ROOT,
+                       post_event=EventWriter(api.create_event, log=log))
 
 
 def serve(policy: list[str], state_dir: Path, metrics_port: int | None = None,
           metrics_host: str = "127.0.0.1", dry_run: bool = False,
           protect: list[str] | None = None, ebpf: bool = True, audit_unmanaged: bool = False,
-          libcuda: list[Path] | None = None, tick: float = 1.0, quiet: bool = False) -> int:
+          libcuda: list[Path] | None = None, tick: float = 1.0, quiet: bool = False,
+          cluster: Any = None) -> int:
     from prometheus_client import CollectorRegistry
 
     from agent.control import ControlServer
     from agent.exporter import AgentCollector, MetricsServer
 
-    if tick <= 0 or tick > 60:
+    if not 0 < tick <= 60:  # NaN included
         print(f"gpuwarden agent: --tick {tick}: use a period in seconds, 0 < tick <= 60",
               file=sys.stderr)
         return 2
@@ -31,7 +57,9 @@ def serve(policy: list[str], state_dir: Path, metrics_port: int | None = None,
                       metrics_host=metrics_host, dry_run=dry_run, protect=protect or [],
                       audit_unmanaged=audit_unmanaged,
                       ebpf=ebpf, libcuda=libcuda, tick_seconds=tick, nvml_seconds=tick,
-                      audit_stream=None if quiet else sys.stdout)
+                      audit_stream=None if quiet else sys.stdout, cluster=cluster)
+    if cluster is not None:
+        cfg.node = cluster.node
     try:
         agent = Agent(cfg)
         agent.start()
@@ -50,7 +78,13 @@ def serve(policy: list[str], state_dir: Path, metrics_port: int | None = None,
         if metrics_port is not None:
             reg = CollectorRegistry()
             reg.register(AgentCollector(lambda: agent.view))
-            metrics = MetricsServer(reg, lambda: agent.view, metrics_port, metrics_host)
+            try:
+                metrics = MetricsServer(reg, lambda: agent.view, metrics_port, metrics_host)
+            except (OSError, OverflowError) as err:  # in use, not an address of this host
+                print(f"gpuwarden agent: cannot serve metrics on {metrics_host}:{metrics_port}"
+                      f": {getattr(err, 'strerror', None) or err} (give another --metrics-port, "
+                      "or 0 for any free port)", file=sys.stderr)
+                return 2
             metrics.start()
             servers.append(metrics)
             print(f"gpuwarden agent: metrics on http://{metrics_host}:{metrics.port}/metrics "
@@ -61,6 +95,9 @@ def serve(policy: list[str], state_dir: Path, metrics_port: int | None = None,
               file=sys.stderr, flush=True)
 
         def on_signal(signum: int, _frame: object) -> None:
+            if not agent.stopping.is_set():
+                print(f"gpuwarden agent: {signal.Signals(signum).name}: stopping",
+                      file=sys.stderr, flush=True)
             agent.stop()
 
         signal.signal(signal.SIGTERM, on_signal)
@@ -70,4 +107,4 @@ def serve(policy: list[str], state_dir: Path, metrics_port: int | None = None,
     finally:
         for s in reversed(servers):
             s.close()
-        agent.close()
+        agent.close(exiting=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -17,27 +19,52 @@ def _mib(b: int | None) -> str:
     return "-" if b is None else f"{b / (1 << 20):.0f}"
 
 
-def render(status: dict[str, Any]) -> str:
+def _pct(r: float | None) -> str:
+    return "-" if r is None else f"{100 * r:.0f}%"  # used/cap: "28%/30%"
+
+
+def render(status: dict[str, Any], width: int = 80) -> str:
+    """The table as text fitted to `width` columns (rich shortens the long cells)."""
+    from rich.console import Console
+    from rich.table import Table
+
     h = status.get("health", {})
-    lines = [f"gpuwarden top   policy {str(h.get('policy_digest', ''))[:12]}   "
-             f"ebpf {h.get('ebpf')}   nvml {h.get('nvml')}   workloads {h.get('workloads')}",
-             ""]
-    head = (f"{'WORKLOAD':<28} {'GPU':<14} {'MEM MiB shim/ebpf/nvml':<24} {'LIMIT':>7} "
-            f"{'CORES':>6} {'LIMIT':>6} {'AGREE':<5} {'LAST ACTION':<14} RULE")
-    lines.append(head)
+    table = Table(box=None, pad_edge=False, header_style="bold", show_edge=False,
+                  collapse_padding=True)
+    # Numbers keep their width; on a narrow screen the names share what is left and are
+    # shortened with an ellipsis (rich would otherwise drop whole columns).
+    narrow = width < 120
+    free = max(18, width - 53)  # 53: the fixed columns below and the spaces between them
+    wl, rule = (max(12, free * 2 // 3), max(6, free - max(12, free * 2 // 3))) if narrow else (
+        None, None)
+    table.add_column("WORKLOAD", overflow="ellipsis", no_wrap=True, max_width=wl)
+    table.add_column("GPU", overflow="ellipsis", no_wrap=True, max_width=8 if narrow else 12)
+    table.add_column("MiB shim/ebpf/nvml" if not narrow else "MiB s/e/n", no_wrap=True,
+                     min_width=14)
+    table.add_column("LIMIT", justify="right", no_wrap=True, min_width=5)
+    table.add_column("CORES", justify="right", no_wrap=True, min_width=7)
+    table.add_column("OK", no_wrap=True, min_width=3)
+    table.add_column("ACTION", overflow="ellipsis", no_wrap=True, max_width=8 if narrow else 16)
+    table.add_column("RULE", overflow="ellipsis", no_wrap=True, max_width=rule)
     for r in status.get("rows", []):
         u = r.get("used", {})
-        mem = "/".join(_mib(u.get(k)) for k in ("shim", "ebpf", "nvml"))
-        cores = "-" if r.get("sm_ratio") is None else f"{100 * r['sm_ratio']:.0f}%"
-        climit = ("-" if r.get("cores_limit_ratio") is None
-                  else f"{100 * r['cores_limit_ratio']:.0f}%")
-        lines.append(f"{r['workload'][:28]:<28} {r['gpu'][:14]:<14} {mem:<24} "
-                     f"{_mib(r.get('memory_limit_bytes')):>7} {cores:>6} {climit:>6} "
-                     f"{'yes' if r.get('agree') else 'NO':<5} {r.get('last_action') or '-':<14} "
-                     f"{r.get('rule', '')}")
+        cores = f"{_pct(r.get('sm_ratio'))}/{_pct(r.get('cores_limit_ratio'))}"
+        table.add_row(r["workload"], r["gpu"], "/".join(_mib(u.get(k)) for k in
+                                                         ("shim", "ebpf", "nvml")),
+                      _mib(r.get("memory_limit_bytes")), cores,
+                      "yes" if r.get("agree") else "NO", r.get("last_action") or "-",
+                      r.get("rule", ""))
+    console = Console(width=width, file=io.StringIO(), color_system=None, highlight=False,
+                      emoji=False)
+    console.print(f"gpuwarden top   policy {str(h.get('policy_digest', ''))[:12]}   "
+                  f"ebpf {h.get('ebpf')}   nvml {h.get('nvml')}   workloads "
+                  f"{h.get('workloads')}", overflow="ellipsis", no_wrap=True, markup=False)
+    console.print()
+    console.print(table)
     if not status.get("rows"):
-        lines.append("(no workloads)")
-    return "\n".join(lines)
+        console.print("(no workloads)")
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    return "\n".join(line.rstrip() for line in out.splitlines())
 
 
 def top(state_dir: Path | None, once: bool = False, interval: float = 1.0) -> int:
@@ -48,7 +75,7 @@ def top(state_dir: Path | None, once: bool = False, interval: float = 1.0) -> in
         except (OSError, ValueError) as err:
             print(f"gpuwarden top: {err}", file=sys.stderr)
             return 2
-        text = render(status)
+        text = render(status, shutil.get_terminal_size().columns)
         if once:
             print(text)
             return 0

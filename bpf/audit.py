@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -143,9 +144,16 @@ class AuditProbe:
             raise
         return self
 
-    def close(self) -> None:
-        """Detach every probe and free the maps."""
+    def close(self, *, exiting: bool = False) -> None:
+        """Detach every probe and free the maps.
+
+        The kernel unregisters uprobes slowly (about 0.1 s each, 4 s for the ~40 of a library)
+        and the process that drops the last reference waits for it. `exiting=True`, for a
+        process about to exit (a command ending, the agent stopping): a child takes over the
+        probes, so this process ends at once and the child pays for the teardown."""
         if self._bpf is not None:
+            if exiting:
+                hand_over_teardown()
             self._bpf.cleanup()
             self._bpf = None
         self._attached.clear()
@@ -360,3 +368,26 @@ class AuditProbe:
 def _check_pid(pid: int) -> None:
     if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 1 << 22:
         raise ValueError(f"pid {pid!r}: must be a process id between 1 and 4194303")
+
+
+def hand_over_teardown(max_wait: float = 60.0) -> None:
+    """Fork a child that keeps only the eBPF and perf-event descriptors (every other one,
+    sockets, locks and the terminal included, is closed at once) until this process has exited
+    (at most `max_wait` s), then exits: the kernel's uprobe teardown happens in the child."""
+    parent = os.getpid()
+    try:
+        if os.fork() != 0:
+            return
+    except OSError:
+        return
+    try:
+        for name in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError, ValueError):
+                kind = os.readlink(f"/proc/self/fd/{name}")
+                if not kind.startswith(("anon_inode:[perf_event]", "anon_inode:bpf")):
+                    os.close(int(name))
+        deadline = time.monotonic() + max_wait
+        while os.getppid() == parent and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        os._exit(0)

@@ -20,6 +20,8 @@ COMPONENT_CLIS: tuple[str, ...] = (
     "policy.cli",
     "bpf.cli",
     "libvgpu.cli",
+    "deviceplugin.cli",
+    "extender.cli",
 )
 
 

@@ -34,7 +34,7 @@ RESOURCE_PRIORITY = "nvidia.com/priority"  # 0 high, 1 low
 # GPU feature discovery's node label: the GPU's memory in MiB.
 NODE_LABEL_GPU_MEMORY = "nvidia.com/gpu.memory"
 
-# Configuration defaults (DESIGN.md, from HAMi).
+# Configuration defaults (HAMi's, so that a cluster moving over keeps its behaviour).
 DEVICE_SPLIT_COUNT = 10
 DEVICE_MEMORY_SCALING = 1.0
 DEFAULT_MEM_MIB = 5000  # when a pod gives no memory; 0 would mean the whole GPU

@@ -44,10 +44,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                          description="Print the environment that makes programs load the "
                          "simulated libcuda.so.1 and libnvidia-ml.so.1. Use: "
                          "eval \"$(gpuwarden sim env)\"")
-    env.add_argument("--devices", default="1",
+    env.add_argument("--devices", default=None,
                      help=f"number of simulated GPUs, 1 to {MAX_DEVICES} (default 1)")
-    env.add_argument("--memory", default=DEFAULT_MEMORY,
-                     help="memory per GPU: bytes or KiB/MiB/GiB/TiB (default 80GiB)")
+    env.add_argument("--memory", default=None, metavar="SIZE",
+                     help="memory per GPU, e.g. 16GiB, 1.5GiB, 512M or 3000 (a bare number is "
+                     f"MiB; default {DEFAULT_MEMORY})")
     env.add_argument("--state", default=None,
                      help=f"state file shared by the programs (default {default_state_path()})")
     env.set_defaults(handler=cmd_env)
@@ -65,26 +66,48 @@ def _fail(message: str) -> int:
 
 
 def cmd_env(args: argparse.Namespace) -> int:
+    from libvgpu.sim import existing_shape, parse_devices, parse_size
+
     state = Path(args.state) if args.state else default_state_path()
+    devices = "1" if args.devices is None else args.devices
+    memory = DEFAULT_MEMORY if args.memory is None else args.memory
     try:
         if args.state is not None and (not args.state.strip() or state.is_dir()):
             raise SimInputError(f"--state: {args.state!r} is not a file path; give the path of "
                                 "a state file (it is created on first use)")
-        from libvgpu.sim import parse_devices, parse_size
-
-        parse_devices(args.devices, name="--devices")
-        parse_size(args.memory, name="--memory")
-        env = sim_env(state, devices=args.devices, memory=args.memory, ld_library_path="")
+        if args.state is not None and not state.parent.is_dir():
+            raise SimInputError(f"--state: {args.state!r}: the folder {state.parent} does not "
+                                "exist; create it, or give a state file in an existing folder")
+        ndev = parse_devices(devices, name="--devices")
+        nbytes = parse_size(memory, name="--memory")
+        env = sim_env(state, devices=ndev, memory=nbytes, ld_library_path="")
     except (SimInputError, NotBuiltError) as err:
         return _fail(str(err))
-    print(f"# gpuwarden simulated GPU; state file: {state}")
-    print("# (devices and memory apply when the state file is created; remove it to change them)")
+    shape = existing_shape(state)
+    if shape is not None:
+        asked = (ndev if args.devices is not None else shape[0],
+                 nbytes if args.memory is not None else shape[1])
+        if asked != shape:
+            return _fail(f"the simulated GPU in {state} already exists with {_shape(*shape)}, "
+                         f"and you asked for {_shape(*asked)}; its shape is fixed when it is "
+                         f"created: remove it (rm {shlex.quote(str(state))}) when no program "
+                         "uses it any more, or give another state file with --state PATH")
+        env.update(GPUWARDEN_SIM_DEVICES=str(shape[0]), GPUWARDEN_SIM_MEMORY=str(shape[1]))
+    have = _shape(*shape) if shape else f"{_shape(ndev, nbytes)}, created on first use"
+    print(f"# gpuwarden simulated GPU: {have}; state file: {state}")
     for name, value in env.items():
         if name == "LD_LIBRARY_PATH":
             print(f"export {name}={shlex.quote(value)}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}")
         else:
             print(f"export {name}={shlex.quote(value)}")
     return 0
+
+
+def _shape(devices: int, nbytes: int) -> str:
+    from policy.units import format_mib
+
+    per = format_mib(nbytes >> 20) if nbytes % MiB == 0 else f"{nbytes} bytes"
+    return f"{devices} × {per}" if devices > 1 else f"1 GPU of {per}"
 
 
 def _compile_workload(out_dir: Path) -> Path:

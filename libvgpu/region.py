@@ -234,21 +234,28 @@ def parse_uuid(text: str) -> bytes:
         raise RegionError(f"device UUID {text!r} holds non-hex digits") from None
 
 
-def proc_start_time(pid: int, proc_root: Path = Path("/proc")) -> int:
-    """Field 22 of /proc/<pid>/stat (clock ticks after boot); 0 when unreadable."""
+def _proc_stat(pid: int, proc_root: Path) -> tuple[str, int] | None:
+    """State (field 3) and start time (field 22) of /proc/<pid>/stat; None when unreadable."""
     try:
         data = (proc_root / str(pid) / "stat").read_text()
     except OSError:
-        return 0
+        return None
     fields = data[data.rfind(")") + 2 :].split()
     try:
-        return int(fields[19])  # fields[0] is field 3
+        return fields[0], int(fields[19])  # fields[0] is field 3
     except (IndexError, ValueError):
-        return 0
+        return None
+
+
+def proc_start_time(pid: int, proc_root: Path = Path("/proc")) -> int:
+    """Field 22 of /proc/<pid>/stat (clock ticks after boot); 0 when unreadable."""
+    stat = _proc_stat(pid, proc_root)
+    return 0 if stat is None else stat[1]
 
 
 def proc_alive(pid: int, start_time: int, proc_root: Path = Path("/proc")) -> bool:
-    """Same rule as the shim: dead if no such pid, or the pid now belongs to a later process."""
+    """Same rule as the shim: dead if no such pid, a zombie (exited, not yet reaped: its GPU
+    memory is gone), or the pid now belongs to a later process."""
     if pid <= 0:
         return False
     try:
@@ -257,8 +264,11 @@ def proc_alive(pid: int, start_time: int, proc_root: Path = Path("/proc")) -> bo
         return False
     except PermissionError:
         pass
-    now = proc_start_time(pid, proc_root)
-    return now == 0 or now == start_time
+    stat = _proc_stat(pid, proc_root)
+    if stat is None:
+        return True  # no /proc view of it (another pid namespace): kill() found it
+    state, now = stat
+    return state not in ("Z", "X") and now == start_time
 
 
 AliveFn = Callable[[int, int], bool]
@@ -435,10 +445,16 @@ class Region:
         return self._r
 
     @contextmanager
-    def _locked(self) -> Iterator[None]:
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
+    def _locked_if_free(self) -> Iterator[bool]:
+        """The file lock if nobody holds it now (yields True), else False at once: a process of
+        the container stopped inside its lock must never stall the agent."""
         try:
-            yield
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
@@ -577,27 +593,28 @@ class Region:
         is_alive = alive or proc_alive
         r = self._struct
         reclaimed = active = 0
-        with self._locked():
-            for s in r.procs:
-                st = s.state
-                if st == PROC_FREE:
-                    continue
-                if st != PROC_ACTIVE or is_alive(s.pid, s.start_time):
-                    active += 1
-                    continue
-                if not at.cas32(_field(s, "state", u32), PROC_ACTIVE, PROC_RECLAIMING):
-                    active += 1
-                    continue
-                for d in range(MAX_DEVICES):
-                    used = at.exchange64(_elem(s.used_bytes, d), 0)
-                    if used:
-                        at.sat_sub64(_field(r.devices[d], "used_bytes", u64), used)
-                    s.context_bytes[d] = 0
-                s.pid, s.start_time = 0, 0
-                s.state = PROC_FREE
-                reclaimed += 1
-            if active == 0:
-                for d in r.devices:
+        # slots are taken back by compare-and-swap, no lock (the shims do the same)
+        for s in r.procs:
+            st = s.state
+            if st == PROC_FREE:
+                continue
+            if st != PROC_ACTIVE or is_alive(s.pid, s.start_time):
+                active += 1
+                continue
+            if not at.cas32(_field(s, "state", u32), PROC_ACTIVE, PROC_RECLAIMING):
+                active += 1
+                continue
+            for d in range(MAX_DEVICES):
+                used = at.exchange64(_elem(s.used_bytes, d), 0)
+                if used:
+                    at.sat_sub64(_field(r.devices[d], "used_bytes", u64), used)
+                s.context_bytes[d] = 0
+            s.pid, s.start_time = 0, 0
+            s.state = PROC_FREE
+            reclaimed += 1
+        if active == 0:
+            with self._locked_if_free() as locked:
+                for d in r.devices if locked else ():
                     used = int(d.used_bytes)
                     if used:
                         at.cas64(_field(d, "used_bytes", u64), used, 0)

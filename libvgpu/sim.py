@@ -7,7 +7,7 @@ Pure: it computes values and validates input; it starts nothing and loads no lib
 from __future__ import annotations
 
 import os
-import re
+import struct
 from pathlib import Path
 
 from libvgpu.paths import sim_lib_dir
@@ -18,6 +18,7 @@ __all__ = [
     "SIM_CTX_OVERHEAD",
     "SimInputError",
     "default_state_path",
+    "existing_shape",
     "parse_devices",
     "parse_size",
     "sim_env",
@@ -29,10 +30,12 @@ DEFAULT_MEMORY = "80GiB"
 # NVML lists a process with its allocations plus this.
 SIM_CTX_OVERHEAD = 300 << 20
 
-_UNITS = {"": 0, "B": 0, "K": 10, "KiB": 10, "M": 20, "MiB": 20, "G": 30, "GiB": 30,
-          "T": 40, "TiB": 40}
-_SIZE = re.compile(r"(\d+)([A-Za-z]*)")
-_SIZE_HELP = "bytes (e.g. 1073741824) or an integer with a KiB, MiB, GiB or TiB suffix (e.g. 80GiB)"
+# The head of struct gwsim_state (libvgpu/sim/common/simstate.h): magic, version, num_devices,
+# file_size, ctx_overhead, then dev[] whose first field is total_bytes (tests/sim checks these
+# against the C layout).
+GWSIM_MAGIC = 0x5550474D49535747
+STATE_HEAD = struct.Struct("<QIIQQ")
+DEVICE_SIZE = 160
 
 
 class SimInputError(ValueError):
@@ -40,17 +43,38 @@ class SimInputError(ValueError):
 
 
 def parse_size(text: str | int, *, name: str = "size") -> int:
-    """Bytes from "1073741824", "512MiB", "80GiB" (also K/M/G/T, powers of 1024)."""
+    """Bytes from a size in gpuwarden's one syntax (policy.units: "80GiB", "512M", "1.5GiB";
+    a bare number is MiB); an int is bytes already."""
+    from policy.units import UnitError, parse_size_bytes
+
     if isinstance(text, int) and not isinstance(text, bool):
         value = text
     else:
-        match = _SIZE.fullmatch(str(text).strip())
-        if match is None or match.group(2) not in _UNITS:
-            raise SimInputError(f"{name}: {text!r} is not a size; use {_SIZE_HELP}")
-        value = int(match.group(1)) << _UNITS[match.group(2)]
+        try:
+            value = parse_size_bytes(str(text))
+        except UnitError as err:
+            raise SimInputError(f"{name}: {text!r} is not a size: {err}; {err.hint} (a bare "
+                                "number is MiB)") from None
     if value <= 0:
-        raise SimInputError(f"{name}: {text!r} must be more than 0 bytes; use {_SIZE_HELP}")
+        raise SimInputError(f"{name}: {text!r} must be more than 0 bytes")
     return value
+
+
+def existing_shape(state_path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """(devices, bytes per device) of the simulated GPU already in `state_path`, or None when
+    there is none yet (no file, empty, or not finished)."""
+    try:
+        with open(state_path, "rb") as f:
+            head = f.read(STATE_HEAD.size + 8)
+    except OSError:
+        return None
+    if len(head) < STATE_HEAD.size + 8:
+        return None
+    magic, _version, ndev, _size, _overhead = STATE_HEAD.unpack_from(head)
+    if magic != GWSIM_MAGIC or not 1 <= ndev <= MAX_DEVICES:
+        return None
+    (total,) = struct.unpack_from("<Q", head, STATE_HEAD.size)
+    return ndev, total
 
 
 def parse_devices(text: str | int, *, name: str = "devices") -> int:

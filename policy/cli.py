@@ -42,10 +42,15 @@ def register(subparsers: Any) -> None:
     mode.add_argument("--check", action="store_true",
                       help="change nothing; exit 1 and list the files that are not formatted")
     mode.add_argument("-w", "--write", action="store_true", help="rewrite the files in place")
-    fmt.add_argument("--diff", action="store_true", help="print a unified diff instead")
+    fmt.add_argument("--diff", action="store_true",
+                     help="print a unified diff instead; exit 1 when a file would change")
     fmt.set_defaults(handler=cmd_fmt)
 
-    explain = sub.add_parser("explain", help="effective limits of a pod, and which rule set each")
+    explain = sub.add_parser(
+        "explain", help="effective limits of a pod, and which rule set each",
+        description="The effective rule of each container and where each value comes from. "
+        "Exit status: 0 every pod is allowed, 1 a pod is DENIED or could not be read (a CI gate "
+        "for manifests, as conftest's), 2 usage.")
     explain.add_argument("policy", metavar="POLICY", help="policy file or directory")
     explain.add_argument("pods", nargs="+", metavar="POD.yaml",
                          help="pod manifests as for `kubectl apply` (Pods, or workloads with a "
@@ -61,6 +66,8 @@ def register(subparsers: Any) -> None:
                          "(fields: gpu, gpumem, gpumem_percentage, gpucores, priority)")
     explain.add_argument("--all-containers", action="store_true",
                          help="also show containers that ask for no GPU resource")
+    explain.add_argument("--exit-zero", action="store_true",
+                         help="exit 0 even when a pod is denied (a report, not a gate)")
     explain.set_defaults(handler=cmd_explain)
 
     test = sub.add_parser("test", help="run table-driven policy tests (*_test.yaml)")
@@ -163,7 +170,7 @@ def cmd_fmt(args: argparse.Namespace) -> int:
             sys.stdout.writelines(difflib.unified_diff(
                 text.splitlines(keepends=True), formatted.splitlines(keepends=True),
                 f"{shown} (original)", f"{shown} (formatted)"))
-            if args.check and changed:
+            if changed:
                 status = 1
         elif args.check:
             if changed:
@@ -256,6 +263,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
             print(f"explain: {err}", file=sys.stderr)
             status = 1
             continue
+        if not docs:
+            print(f"explain: {pod_path}: holds no Kubernetes object (give a Pod, a workload "
+                  "with a pod template, or a List of them, in YAML or JSON)", file=sys.stderr)
+            status = 1
+            continue
         expanded: list[Any] = []
         for doc in docs:
             if isinstance(doc, dict) and doc.get("kind") == "List":
@@ -289,11 +301,18 @@ def cmd_explain(args: argparse.Namespace) -> int:
                 pod_report["containers"].append(
                     explain_workload(result.policy, w, init=pw.init, uses_gpu=pw.uses_gpu))
             reports.append(pod_report)
+    denied = [f"{r.get('namespace')}/{r.get('name')}" for r in reports
+              if any(not c.get("allowed", True) for c in r["containers"])]
     if args.format == "json":
         print(json.dumps({"policy": args.policy, "digest": result.policy.digest,
                           "pods": reports}, indent=2))
     else:
         print(render_explanation(reports, result.policy.digest), end="")
+    if denied:
+        print(f"explain: denied by the policy: {', '.join(denied)}"
+              + (" (--exit-zero)" if args.exit_zero else ""), file=sys.stderr)
+        if not args.exit_zero:
+            status = 1
     return status
 
 

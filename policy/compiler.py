@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from policy import ast
 from policy.diagnostics import Diagnostic, Severity, Span, closest, source_lines
@@ -28,13 +29,16 @@ from policy.matching import (
     pinned_values,
     validate_expr,
 )
-from policy.model import EffectiveRule, ResourceRequest, ViolationResponse, Workload
+from policy.model import EffectiveRule, ResourceRequest, Workload
 from policy.printer import format_expr
 from policy.units import Memory
 from policy.vocabulary import (
     BLOCK_SETTINGS,
     CAP_KEYS,
     DEFAULT_KEYS,
+    FIELD,
+    FIELDS,
+    PLAIN,
     BadValue,
     Parsed,
     parse_setting,
@@ -54,35 +58,14 @@ __all__ = [
 # it, a cap in MiB can be compared with a request in percent (and the other way round).
 NODE_LABEL_GPU_MEMORY = "nvidia.com/gpu.memory"
 
-# The configuration defaults of DESIGN.md, used for whatever the defaults block does not say.
-BUILTIN: Mapping[str, Parsed] = MappingProxyType({
-    "gpu": Parsed(1, "1"),
-    "gpumem": Parsed(Memory("mib", 5000), "5000MiB"),
-    "gpucores": Parsed(0, "0%"),
-    "priority": Parsed(1, "low"),
-    "core_policy": Parsed("default", "default"),
-    "mode": Parsed("enforce", "enforce"),
-    "on_violation": Parsed(ViolationResponse("kill", 10.0, None, "critical"),
-                           "kill after 10s severity critical"),
-    "compute_grace": Parsed(30.0, "30s"),
-    # NVML counts the CUDA context (~520 MiB for PyTorch on an H200) that the shim never sees.
-    "bypass_tolerance": Parsed(768, "768MiB"),
-})
-# Processes on a GPU that no workload owns: by default none of their memory is allowed, and
-# the response is an alert only (node daemons such as DCGM must not be killed by surprise).
-UNMANAGED_BUILTIN: Mapping[str, Parsed] = MappingProxyType({
-    "gpumem": Parsed(Memory("mib", 0), "0MiB"),
-    "gpucores": Parsed(0, "0%"),
-    "mode": Parsed("audit", "audit"),
-    "on_violation": Parsed(ViolationResponse("alert", 0.0, "GpuwardenUnmanagedProcess",
-                                             "warning"),
-                           'alert "GpuwardenUnmanagedProcess" severity warning'),
-})
+# The built-in defaults, used for whatever the defaults block does not say, and those of
+# processes on a GPU that no workload owns (by default none of their memory is allowed).
+BUILTIN: Mapping[str, Parsed] = MappingProxyType(
+    {f.key: f.builtin for f in FIELDS if f.builtin is not None})
+UNMANAGED_BUILTIN: Mapping[str, Parsed] = MappingProxyType(
+    {f.key: f.unmanaged_builtin for f in FIELDS if f.unmanaged_builtin is not None})
 
 _OptInt = int | None
-
-SLOTS = ("admission", *(f"default.{k}" for k in DEFAULT_KEYS), *(f"cap.{k}" for k in CAP_KEYS),
-         "priority", "core_policy", "mode", "on_violation", "compute_grace", "bypass_tolerance")
 
 
 @fast_init
@@ -259,17 +242,16 @@ class CompiledPolicy:
 
         mem = get("gpumem")
         assert isinstance(mem, Memory)
+        cores = int(get("gpucores"))  # type: ignore[call-overload]
+        # A plain setting the unmanaged block cannot take keeps its built-in value.
+        plain: dict[str, Any] = {
+            f.attr: get(f.key) if "unmanaged" in f.blocks else BUILTIN[f.key].value
+            for f in PLAIN}
         return EffectiveRule(
             denied=None, gpu=1,
             gpumem_mib=mem.amount if mem.kind == "mib" else None,
             gpumem_percentage=mem.amount if mem.kind == "percent" else None,
-            gpucores=int(get("gpucores")),  # type: ignore[call-overload]
-            priority=1, core_policy="default",
-            mode=get("mode"),  # type: ignore[arg-type]
-            on_violation=get("on_violation"),  # type: ignore[arg-type]
-            compute_grace_seconds=float(get("compute_grace")),  # type: ignore[arg-type]
-            bypass_tolerance_mib=int(get("bypass_tolerance")),  # type: ignore[call-overload]
-            decided_by=decided, reasons=reasons,
+            gpucores=cores, priority=1, **plain, decided_by=decided, reasons=reasons,
         )
 
     def to_json(self) -> dict[str, object]:
@@ -380,6 +362,7 @@ class _Evaluation:
                 cores = limit
 
         priority = self._priority(req)
+        plain: dict[str, Any] = {f.attr: self.setting(f.key) for f in PLAIN}
         return EffectiveRule(
             denied=self.denied,
             gpu=gpu,
@@ -387,11 +370,7 @@ class _Evaluation:
             gpumem_percentage=mem_pct,
             gpucores=cores,
             priority=priority,
-            core_policy=self.setting("core_policy"),  # type: ignore[arg-type]
-            mode=self.setting("mode"),  # type: ignore[arg-type]
-            on_violation=self.setting("on_violation"),  # type: ignore[arg-type]
-            compute_grace_seconds=float(self.setting("compute_grace")),  # type: ignore[arg-type]
-            bypass_tolerance_mib=int(self.setting("bypass_tolerance")),  # type: ignore[call-overload]
+            **plain,
             decided_by=self.decided,
             gpumem_cap_mib=cap_mib,
             gpumem_cap_percentage=cap_pct,
@@ -531,12 +510,19 @@ def compile_modules(
             rule = _rule(ctx, item, len(rules))
             if rule is not None:
                 rules.append(rule)
+    # Warnings are found among the rules that compiled cleanly, also when others have errors
+    # (a run of `check` shows every problem at once).
     errors = [d for d in ctx.diagnostics if d.is_error]
-    if not errors:
-        _analyse(ctx, rules)
+    _analyse(ctx, [r for r in rules if not any(_within(e.span, r.span) for e in errors)])
     if any(d.is_error for d in ctx.diagnostics):
         return None, ctx.diagnostics
     return CompiledPolicy(rules, defaults, unmanaged, [m.file for m in modules]), ctx.diagnostics
+
+
+def _within(inner: Span, outer: Span) -> bool:
+    return (inner.file == outer.file
+            and (outer.line, outer.col) <= (inner.line, inner.col)
+            and (inner.end_line, inner.end_col) <= (outer.end_line, outer.end_col))
 
 
 def _settings_block(ctx: _Ctx, block: ast.Block) -> dict[str, Decision]:
@@ -579,13 +565,14 @@ def _stmt_keyword_span(stmt: ast.Stmt) -> Span:
 def _setting(ctx: _Ctx, block: ast.Block, stmt: ast.Setting,
              allowed: Sequence[str]) -> Decision | None:
     if stmt.key not in allowed:
-        if block.kind == "rule" and stmt.key in ("gpu", "gpumem", "gpucores"):
+        known = FIELD.get(stmt.key)
+        if block.kind == "rule" and known is not None and known.default:
             value = " ".join(v.text for v in stmt.values)
             ctx.add("GW018", stmt.key_span, f"`{stmt.key}` cannot be set directly in a rule",
                     f"write `default {stmt.key} = {value}` (when the pod does not ask) or "
                     f"`cap {stmt.key} <= {value}` (an upper bound)")
             return None
-        if stmt.key in BLOCK_SETTINGS["defaults"] or stmt.key == "weight":
+        if known is not None:
             ctx.add("GW018", stmt.key_span, f"`{stmt.key}` is not allowed in `{block.kind}`",
                     "valid here: " + ", ".join(allowed))
             return None

@@ -7,22 +7,14 @@ from typing import Any
 
 from policy.compiler import CompiledPolicy
 from policy.model import Workload
-from policy.units import format_mib
+from policy.vocabulary import EFFECTIVE
 
 __all__ = ["FIELD_SLOTS", "explain_workload", "render_explanation"]
 
 # Which rule statements can decide each effective field.
 FIELD_SLOTS: dict[str, tuple[str, ...]] = {
     "denied": ("admission",),  # a cap with `deny` shows under its own field
-    "gpu": ("default.gpu", "cap.gpu"),
-    "gpumem": ("default.gpumem", "cap.gpumem"),
-    "gpucores": ("default.gpucores", "cap.gpucores"),
-    "priority": ("priority", "default.priority"),
-    "core_policy": ("core_policy",),
-    "mode": ("mode",),
-    "on_violation": ("on_violation",),
-    "compute_grace": ("compute_grace",),
-    "bypass_tolerance": ("bypass_tolerance",),
+    **{f.key: f.slots for f in EFFECTIVE},
 }
 
 
@@ -43,17 +35,7 @@ def explain_workload(policy: CompiledPolicy, workload: Workload, *, init: bool =
     e = effective.to_json()
     values: dict[str, str] = {
         "denied": f"DENIED: {effective.denied}" if effective.denied else "allowed",
-        "gpu": str(effective.gpu),
-        "gpumem": (format_mib(effective.gpumem_mib) if effective.gpumem_mib is not None else
-                   f"{effective.gpumem_percentage}%" if effective.gpumem_percentage is not None
-                   else "whole GPU"),
-        "gpucores": f"{effective.gpucores}%" + (" (no limit)" if effective.gpucores == 0 else ""),
-        "priority": "high (0)" if effective.priority == 0 else "low (1)",
-        "core_policy": effective.core_policy,
-        "mode": effective.mode,
-        "on_violation": effective.on_violation.describe(),
-        "compute_grace": f"{effective.compute_grace_seconds:g}s",
-        "bypass_tolerance": format_mib(effective.bypass_tolerance_mib),
+        **{f.key: f.explain(effective) for f in EFFECTIVE if f.explain is not None},
     }
     fields = []
     for name, slots in FIELD_SLOTS.items():

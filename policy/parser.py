@@ -20,25 +20,15 @@ from lark.exceptions import (
 from policy import ast
 from policy.diagnostics import Diagnostic, Severity, Span, closest, source_lines
 from policy.fastparse import parse_items
+from policy.vocabulary import FIELD, FIELDS
 
 __all__ = ["STATEMENT_KEYWORDS", "TOP_KEYWORDS", "parse", "parse_with_lark", "parser"]
 
 TOP_KEYWORDS = ("version", "include", "defaults", "unmanaged", "rule")
 STATEMENT_KEYWORDS = ("match", "default", "cap", "deny", "allow")
-# Settings a statement may start with; the compiler owns the per-block vocabularies, this list
-# only serves "did you mean" when a line does not parse at all.
-SETTING_WORDS = (
-    "priority",
-    "core_policy",
-    "mode",
-    "on_violation",
-    "compute_grace",
-    "bypass_tolerance",
-    "weight",
-    "gpu",
-    "gpumem",
-    "gpucores",
-)
+# Settings a statement may start with (those a rule takes first); the compiler owns the
+# per-block vocabularies, this list only serves "did you mean" when a line does not parse at all.
+SETTING_WORDS = tuple(sorted((f.key for f in FIELDS), key=lambda k: "rule" not in FIELD[k].blocks))
 MAX_DEPTH = 200  # nesting of parentheses / `not`; deeper input gets GW021, not a RecursionError
 
 _TOKEN_NAMES = {

@@ -17,7 +17,8 @@ from policy.diagnostics import closest
 from policy.loader import load_texts
 from policy.model import EffectiveRule, ResourceRequest, ViolationResponse, Workload
 from policy.pods import PodError, workloads_from_manifest
-from policy.units import UnitError, format_mib, parse_duration, parse_percent, parse_size_mib
+from policy.units import UnitError, format_mib, parse_percent, parse_size_mib
+from policy.vocabulary import EFFECTIVE, FIELD
 
 __all__ = ["EXPECT_KEYS", "CaseResult", "SuiteError", "run_suite"]
 
@@ -27,8 +28,7 @@ CASE_KEYS = ("name", "workload", "pod", "pod_file", "container", "expect")
 WORKLOAD_KEYS = ("namespace", "name", "labels", "annotations", "container", "node", "node_labels",
                  "request")
 REQUEST_KEYS = ("gpu", "gpumem", "gpumem_percentage", "gpucores", "priority")
-EXPECT_KEYS = ("denied", "gpu", "gpumem", "gpucores", "priority", "core_policy", "mode",
-               "on_violation", "compute_grace", "bypass_tolerance", "decided_by", "matched_rules")
+EXPECT_KEYS = ("denied", *(f.key for f in EFFECTIVE), "decided_by", "matched_rules")
 
 
 class SuiteError(ValueError):
@@ -200,9 +200,6 @@ def _compare(key: str, want: object, rule: EffectiveRule, where: str) -> str | N
                 raise SuiteError(f"{where}: expected priority must be high, low, 0 or 1")
             got = "high" if rule.priority == 0 else "low"
             return None if rule.priority == w else f"priority: expected {want}, got {got}"
-        if key in ("core_policy", "mode"):
-            got = getattr(rule, key)
-            return None if got == want else f"{key}: expected {want}, got {got}"
         if key == "on_violation":
             w = _violation(want, where)
             got = rule.on_violation
@@ -212,16 +209,12 @@ def _compare(key: str, want: object, rule: EffectiveRule, where: str) -> str | N
             else:
                 ok = got == w
             return None if ok else f"on_violation: expected {want}, got {got.describe()}"
-        if key == "compute_grace":
-            w = parse_duration(want) if isinstance(want, str) else float(want)  # type: ignore[arg-type]
-            got = rule.compute_grace_seconds
-            return None if got == w else f"compute_grace: expected {want}, got {got:g}s"
-        if key == "bypass_tolerance":
-            w = _mem_request(want, where)
-            got = rule.bypass_tolerance_mib
-            if got == w:
+        plain = FIELD.get(key)
+        if plain is not None and plain.expect is not None and plain.explain is not None:
+            got = getattr(rule, plain.attr)
+            if got == plain.expect(want):
                 return None
-            return f"bypass_tolerance: expected {want}, got {format_mib(rule.bypass_tolerance_mib)}"
+            return f"{key}: expected {want}, got {plain.explain(rule)}"
         if key == "decided_by":
             if not isinstance(want, Mapping):
                 raise SuiteError(f"{where}: expected decided_by must be a mapping")

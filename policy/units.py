@@ -1,9 +1,24 @@
-"""Quantities in policy files: sizes, percentages, durations, each with a closed set of units."""
+"""Quantities: sizes, percentages, durations, each with a closed set of units.
+
+This is the one size syntax of gpuwarden (docs/sizes.md), used by policy files, `gpuwarden run
+--gpumem`, `gpuwarden sim env --memory` and pod requests; libvgpu's C reader
+(libvgpu/common/size.c) accepts the same:
+
+    <number>[<unit>]   number: digits with an optional decimal part (1.5GiB)
+                       unit: K, Ki, KiB, M, Mi, MiB, G, Gi, GiB, T, Ti, TiB in any case (all
+                       binary: 3000m = 3000 MiB, as HAMi writes it), or B for bytes
+                       no unit: MiB; bytes only where a contract says so (the
+                       CUDA_DEVICE_MEMORY_LIMIT and GPUWARDEN_SIM_MEMORY variables)
+
+KB/MB/GB/TB are refused: they usually mean powers of 1000, and a limit read as the other would
+be 5-10 % off.
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 __all__ = [
     "DURATION_UNITS",
@@ -13,6 +28,7 @@ __all__ = [
     "format_mib",
     "parse_duration",
     "parse_percent",
+    "parse_size_bytes",
     "parse_size_mib",
     "split_quantity",
 ]
@@ -20,13 +36,15 @@ __all__ = [
 # Binary sizes only: a "GB" in a policy is almost always meant as GiB, and silently taking it
 # as 10^9 would give a limit 7% off.  Unknown spellings get a hint toward the binary unit.
 SIZE_UNITS: dict[str, float] = {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024, "TiB": 1024 * 1024}
+# Every accepted spelling (lower-cased) -> bytes.
+_SIZE_BYTES: dict[str, int] = {"b": 1}
+for _i, _letter in enumerate("kmgt", start=1):
+    for _spelling in (_letter, f"{_letter}i", f"{_letter}ib"):
+        _SIZE_BYTES[_spelling] = 1 << (10 * _i)
+SIZE_SYNTAX = ("a number with K, M, G or T (binary: 512M, 512Mi, 512MiB, 1.5GiB, 3000m) or "
+               "B for bytes")
 DURATION_UNITS: dict[str, float] = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
-_SIZE_LOOKALIKES = {
-    "k": "KiB", "kb": "KiB", "ki": "KiB", "kib": "KiB",
-    "m": "MiB", "mb": "MiB", "mi": "MiB", "mib": "MiB",
-    "g": "GiB", "gb": "GiB", "gi": "GiB", "gib": "GiB",
-    "t": "TiB", "tb": "TiB", "ti": "TiB", "tib": "TiB",
-}
+_SIZE_LOOKALIKES = {"kb": "KiB", "mb": "MiB", "gb": "GiB", "tb": "TiB"}
 _DURATION_LOOKALIKES = {
     "sec": "s", "secs": "s", "second": "s", "seconds": "s", "min": "m", "mins": "m",
     "minute": "m", "minutes": "m", "hr": "h", "hour": "h", "hours": "h", "msec": "ms",
@@ -65,21 +83,34 @@ def split_quantity(text: str) -> tuple[float, str]:
     return float(m.group(1)), m.group(2)
 
 
-def parse_size_mib(text: str) -> int:
-    """`40GiB` -> 40960.  Sizes must come to a whole number of MiB."""
-    number, unit = split_quantity(text)
-    if unit not in SIZE_UNITS:
-        if unit == "":
-            raise UnitError(f"size `{text}` has no unit", f"write `{text}MiB`")
+def parse_size_bytes(text: str, *, bare: str = "MiB") -> int:
+    """`1.5GiB` -> 1610612736 bytes.  A number without a unit is in `bare` ("MiB" or "B")."""
+    m = _QUANTITY.fullmatch(text)
+    if not m:
+        raise UnitError(f"`{text}` is not a size", f"write {SIZE_SYNTAX}")
+    number, unit = Fraction(m.group(1)), m.group(2)
+    factor = _SIZE_BYTES.get((unit or bare).lower())
+    if factor is None:
         guess = _SIZE_LOOKALIKES.get(unit.lower())
-        hint = f"did you mean `{_QUANTITY.fullmatch(text).group(1)}{guess}`? " if guess else ""  # type: ignore[union-attr]
-        raise UnitError(f"unknown size unit `{unit}`",
-                        hint + "sizes take KiB, MiB, GiB or TiB (binary units)")
-    mib = number * SIZE_UNITS[unit]
-    if mib != int(mib):
+        hint = (f"did you mean `{m.group(1)}{guess}`? ({unit} would be powers of 1000; sizes "
+                "here are binary) " if guess else "")
+        raise UnitError(f"unknown size unit `{unit}`", hint + f"write {SIZE_SYNTAX}")
+    size = number * factor
+    if size.denominator != 1 or len(m.group(1).partition(".")[2]) > 18:
+        raise UnitError(f"size `{text}` is not a whole number of bytes",
+                        "use a smaller unit", code="GW008")
+    if size >= 1 << 64:
+        raise UnitError(f"size `{text}` is too large", "sizes go up to 16 EiB", code="GW008")
+    return int(size)
+
+
+def parse_size_mib(text: str) -> int:
+    """`40GiB` -> 40960, `5000` -> 5000.  Sizes must come to a whole number of MiB."""
+    size = parse_size_bytes(text)
+    if size % (1 << 20):
         raise UnitError(f"size `{text}` is not a whole number of MiB",
                         "use a smaller unit, e.g. MiB", code="GW008")
-    return int(mib)
+    return size >> 20
 
 
 def parse_percent(text: str) -> int:

@@ -1,17 +1,21 @@
 """The closed vocabularies: which settings exist, where they may appear, what values they take.
 
+`FIELDS` declares each setting once; everything else that names settings derives from it.
+
 Each value parser takes the words of a setting and returns (value, canonical text) or raises
 `BadValue`, which the compiler turns into a diagnostic at the offending word.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
 
 from policy import ast
 from policy.diagnostics import Span, closest
-from policy.model import ViolationResponse
+from policy.model import MIB, EffectiveRule, ViolationResponse
 from policy.units import (
     Memory,
     UnitError,
@@ -25,8 +29,13 @@ __all__ = [
     "BLOCK_SETTINGS",
     "CAP_KEYS",
     "DEFAULT_KEYS",
-    "PARSERS",
+    "EFFECTIVE",
+    "FIELD",
+    "FIELDS",
+    "PLAIN",
+    "TO_AGENT",
     "BadValue",
+    "Field",
     "Parsed",
     "parse_setting",
 ]
@@ -156,14 +165,19 @@ def parse_size_value(values: Sequence[ast.Value], where: Span, key: str) -> Pars
     return Parsed(mib, format_mib(mib))
 
 
+def _short(text: str, keep: int = 40) -> str:
+    """A value as quoted in a message: a hostile 5,000-digit one is cut, saying how long it was."""
+    return text if len(text) <= keep else f"{text[:keep]}... ({len(text)} characters)"
+
+
 def parse_weight(values: Sequence[ast.Value], where: Span, key: str) -> Parsed:
     v = _one(values, where, key)
     if v.kind != "number" or "." in v.text:
         raise BadValue("GW006", v.span, f"`weight` must be a whole number, not `{v.text}`",
                        "higher weight wins; rules without a weight have 0")
-    n = int(v.text)
+    n = int(v.text) if len(v.text.lstrip("0")) <= 7 else 1_000_001  # no 5,000-digit int()
     if n > 1_000_000:
-        raise BadValue("GW008", v.span, f"weight {n} is out of range", "0..1000000")
+        raise BadValue("GW008", v.span, f"weight {_short(v.text)} is out of range", "0..1000000")
     return Parsed(n, str(n))
 
 
@@ -225,31 +239,108 @@ def _action(v: ast.Value, forms: str) -> str:
                    hint + "valid: " + forms)
 
 
-PARSERS: dict[str, Parser] = {
-    "gpu": parse_count,
-    "gpumem": parse_memory,
-    "gpucores": parse_cores,
-    "priority": parse_priority,
-    "core_policy": _enum("default", "force", "disable"),
-    "mode": _enum("audit", "enforce"),
-    "on_violation": parse_violation,
-    "compute_grace": parse_duration_value,
-    "bypass_tolerance": parse_size_value,
-    "weight": parse_weight,
-}
+def _same(value: object) -> object:
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One policy setting, declared once.  The compiler's vocabularies, the built-in defaults,
+    the effective rule's plain settings, explain, the test-file expectations and the agent's
+    Rule are all derived from `FIELDS`: a new setting is one entry here, its attribute on
+    `EffectiveRule` (policy.model) and, if the agent acts on it, on `Rule` (agent.model)."""
+
+    key: str  # the word written in a policy file
+    parse: Parser
+    blocks: tuple[str, ...] = ()  # the blocks that take `key = value`: defaults, unmanaged, rule
+    default: bool = False  # a rule may say `default key = value` (used when the pod does not ask)
+    cap: bool = False  # a rule may say `cap key <= value`
+    builtin: Parsed | None = None  # the value when no block sets it
+    unmanaged_builtin: Parsed | None = None  # the same for processes no workload owns
+    unmanaged_parse: Parser | None = None  # the parser in `unmanaged`, when it differs
+    # A plain setting is decided whole by the matching rule of highest precedence and lands on
+    # `EffectiveRule.<attr>` as parsed; "" for the fields the compiler derives from the request.
+    attr: str = ""
+    explain: Callable[[EffectiveRule], str] | None = None  # the effective value, as explain shows
+    expect: Callable[[object], object] | None = None  # a test file's expected value -> attr's
+    agent: str = ""  # the agent Rule attribute a plain setting becomes ("" = none)
+    to_agent: Callable[[Any], Any] = _same  # and how its value converts
+
+    @property
+    def slots(self) -> tuple[str, ...]:
+        """Where a rule can decide it: `key` itself, `default.key`, `cap.key`."""
+        return ((self.key,) if "rule" in self.blocks else ()) + \
+            ((f"default.{self.key}",) if self.default else ()) + \
+            ((f"cap.{self.key}",) if self.cap else ())
+
+
+def _expect_seconds(want: object) -> float:
+    return parse_duration(want) if isinstance(want, str) else float(want)  # type: ignore[arg-type]
+
+
+def _expect_mib(want: object) -> int:
+    if isinstance(want, int) and not isinstance(want, bool):
+        return want
+    if isinstance(want, str):
+        return parse_size_mib(want)
+    raise ValueError("write MiB (3000) or a size (\"3GiB\")")
+
+
+def _explain_gpumem(e: EffectiveRule) -> str:
+    if e.gpumem_mib is not None:
+        return format_mib(e.gpumem_mib)
+    return f"{e.gpumem_percentage}%" if e.gpumem_percentage is not None else "whole GPU"
+
+
+_EVERYWHERE = ("defaults", "unmanaged", "rule")
+FIELDS: tuple[Field, ...] = (
+    Field("gpu", parse_count, ("defaults",), default=True, cap=True, builtin=Parsed(1, "1"),
+          explain=lambda e: str(e.gpu)),
+    Field("gpumem", parse_memory, ("defaults", "unmanaged"), default=True, cap=True,
+          builtin=Parsed(Memory("mib", 5000), "5000MiB"),
+          unmanaged_builtin=Parsed(Memory("mib", 0), "0MiB"),
+          unmanaged_parse=parse_memory_or_zero, explain=_explain_gpumem),
+    Field("gpucores", parse_cores, ("defaults", "unmanaged"), default=True, cap=True,
+          builtin=Parsed(0, "0%"), unmanaged_builtin=Parsed(0, "0%"),
+          explain=lambda e: f"{e.gpucores}%" + (" (no limit)" if e.gpucores == 0 else "")),
+    Field("priority", parse_priority, ("defaults", "rule"), default=True,
+          builtin=Parsed(1, "low"),
+          explain=lambda e: "high (0)" if e.priority == 0 else "low (1)"),
+    Field("core_policy", _enum("default", "force", "disable"), ("defaults", "rule"),
+          builtin=Parsed("default", "default"), attr="core_policy",
+          explain=lambda e: e.core_policy, expect=_same, agent="core_policy", to_agent=str),
+    Field("mode", _enum("audit", "enforce"), _EVERYWHERE, builtin=Parsed("enforce", "enforce"),
+          unmanaged_builtin=Parsed("audit", "audit"), attr="mode",
+          explain=lambda e: e.mode, expect=_same),
+    Field("on_violation", parse_violation, _EVERYWHERE,
+          builtin=Parsed(ViolationResponse("kill", 10.0, None, "critical"),
+                         "kill after 10s severity critical"),
+          # Processes no workload owns: an alert only (node daemons such as DCGM must not be
+          # killed by surprise).
+          unmanaged_builtin=Parsed(ViolationResponse("alert", 0.0, "GpuwardenUnmanagedProcess",
+                                                     "warning"),
+                                   'alert "GpuwardenUnmanagedProcess" severity warning'),
+          attr="on_violation", explain=lambda e: e.on_violation.describe()),
+    Field("compute_grace", parse_duration_value, _EVERYWHERE, builtin=Parsed(30.0, "30s"),
+          attr="compute_grace_seconds", explain=lambda e: f"{e.compute_grace_seconds:g}s",
+          expect=_expect_seconds, agent="compute_grace_seconds", to_agent=float),
+    # NVML counts the CUDA context (~520 MiB for PyTorch on an H200) that the shim never sees.
+    Field("bypass_tolerance", parse_size_value, _EVERYWHERE, builtin=Parsed(768, "768MiB"),
+          attr="bypass_tolerance_mib", explain=lambda e: format_mib(e.bypass_tolerance_mib),
+          expect=_expect_mib, agent="bypass_tolerance_bytes", to_agent=lambda mib: mib * MIB),
+    Field("weight", parse_weight, ("rule",)),  # the rule's precedence, not an effective field
+)
+FIELD: Mapping[str, Field] = MappingProxyType({f.key: f for f in FIELDS})
+# The fields of an effective rule (explain's rows, a test file's expectations), in order.
+EFFECTIVE: tuple[Field, ...] = tuple(f for f in FIELDS if f.explain is not None)
+PLAIN: tuple[Field, ...] = tuple(f for f in FIELDS if f.attr)
+TO_AGENT: tuple[Field, ...] = tuple(f for f in FIELDS if f.agent)
 
 # Which `key = value` settings each block accepts.
-BLOCK_SETTINGS: dict[str, tuple[str, ...]] = {
-    "defaults": ("gpu", "gpumem", "gpucores", "priority", "core_policy", "mode", "on_violation",
-                 "compute_grace", "bypass_tolerance"),
-    "unmanaged": ("gpumem", "gpucores", "mode", "on_violation", "compute_grace",
-                  "bypass_tolerance"),
-    "rule": ("priority", "core_policy", "mode", "on_violation", "compute_grace",
-             "bypass_tolerance", "weight"),
-}
-DEFAULT_KEYS = ("gpu", "gpumem", "gpucores", "priority")
-CAP_KEYS = ("gpu", "gpumem", "gpucores")
-ALL_WORDS = tuple(PARSERS)
+BLOCK_SETTINGS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    block: tuple(f.key for f in FIELDS if block in f.blocks) for block in _EVERYWHERE})
+DEFAULT_KEYS = tuple(f.key for f in FIELDS if f.default)
+CAP_KEYS = tuple(f.key for f in FIELDS if f.cap)
 
 
 _PARSED: dict[tuple[str, str, tuple[tuple[str, str], ...]], Parsed] = {}
@@ -265,7 +356,8 @@ def parse_setting(block: str, key: str, values: Sequence[ast.Value], where: Span
     found = _PARSED.get(memo)
     if found is not None:
         return found
-    parser = parse_memory_or_zero if (block, key) == ("unmanaged", "gpumem") else PARSERS[key]
+    f = FIELD[key]
+    parser = f.unmanaged_parse if block == "unmanaged" and f.unmanaged_parse else f.parse
     parsed = parser(values, where, key)
     if len(_PARSED) < 4096:
         _PARSED[memo] = parsed

@@ -2,7 +2,9 @@
 # Set up gpuwarden on this machine, idempotently: system packages (BCC, kernel headers, a C
 # toolchain, promtool), kernel headers linked for the running kernel, tracefs, a virtual
 # environment in .venv that can import Debian's bcc, the project installed into it, and libvgpu
-# (with the simulated driver) built.  Run as root for eBPF; without root everything else is done.
+# (with the simulated driver) built, and the Kubernetes test bed's binaries unpacked from
+# ../shared/k8s (when that folder exists) into .cache/k8s/v1.36.2 (KUBEBUILDER_ASSETS for the
+# `k8s` tests).  Run as root for eBPF; without root everything else is done.
 #
 #   scripts/setup.sh            # everything
 #   GPUWARDEN_SKIP_APT=1 ...    # do not touch system packages (they are reported if missing)
@@ -19,7 +21,9 @@ ebpf_ok=1
 
 # ---- system packages -------------------------------------------------------------------------
 apt_pkgs=(build-essential make python3 python3-venv python3-dev bpfcc-tools python3-bpfcc
-          prometheus util-linux procps libatomic1)
+          prometheus util-linux procps libatomic1
+          etcd-server runc containernetworking-plugins openssl busybox-static xz-utils
+          python3-cryptography)  # the webhook's certificates (extender/certs.py)
 missing_pkgs() {
   local p out=()
   for p in "$@"; do
@@ -29,7 +33,7 @@ missing_pkgs() {
 }
 headers_pkg() {
   # Prefer headers of the running kernel; Debian's generic headers serve uprobe programs when the
-  # running kernel ships none (see DESIGN.md).
+  # running kernel ships none (BCC only needs them to compile uprobe programs).
   if apt-cache show "linux-headers-$(uname -r)" >/dev/null 2>&1; then
     echo "linux-headers-$(uname -r)"
   elif apt-cache show linux-headers-amd64 >/dev/null 2>&1; then
@@ -110,12 +114,25 @@ fi
 stamp=.venv/.gpuwarden-installed
 want=$(cat pyproject.toml | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  say "installing gpuwarden and its dependencies into .venv"
-  # (pip's notes about absent local find-links folders are noise on some machines)
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 \
-    | { grep -v "is ignored: it is neither a file nor a directory" || true; } >&2 \
+  say "installing gpuwarden and its dependencies into .venv (about a minute; pip's progress follows)"
+  # pip's "Collecting"/"Installing" lines show progress; its notes about absent local find-links
+  # folders are noise on some machines.
+  .venv/bin/python -m pip install --progress-bar off --disable-pip-version-check -e ".[dev]" 2>&1 \
+    | { grep --line-buffered -E "^(Collecting|Installing|Successfully|ERROR|error)" || true; } \
+    | sed -u 's/^/setup: pip: /' >&2 \
     || die "pip install into .venv failed (is PyPI reachable?)"
   echo "$want" > "$stamp"
+fi
+# ---- the gpuwarden command on PATH ----------------------------------------------------------
+# As root: a link in /usr/local/bin (replaced only when it is a link to some checkout's .venv).
+link=/usr/local/bin/gpuwarden
+if [ $is_root = 1 ] && { [ ! -e "$link" ] && [ ! -L "$link" ] || [[ "$(readlink "$link")" == */.venv/bin/gpuwarden ]]; }; then
+  if [ "$(readlink "$link" 2>/dev/null)" != "$root/.venv/bin/gpuwarden" ]; then
+    mkdir -p /usr/local/bin && ln -sfn "$root/.venv/bin/gpuwarden" "$link"
+    say "linked $link -> $root/.venv/bin/gpuwarden"
+  fi
+elif [ "$(command -v gpuwarden 2>/dev/null)" != "$root/.venv/bin/gpuwarden" ]; then
+  say "to type \`gpuwarden\` in this shell: export PATH=\"$root/.venv/bin:\$PATH\""
 fi
 if ! .venv/bin/python -c 'import bcc' 2>/dev/null; then
   warn ".venv cannot import bcc (install python3-bpfcc); eBPF features are unavailable"; ebpf_ok=0
@@ -124,6 +141,37 @@ fi
 # ---- libvgpu and the simulated driver --------------------------------------------------------
 command -v cc >/dev/null || die "no C compiler (install build-essential)"
 make -s -C libvgpu >/dev/null || die "building libvgpu failed (see the compiler output above)"
+
+# ---- the Kubernetes test bed (tests marked `k8s`) ---------------------------------------------
+# Kubernetes v1.36.2 and containerd 2 binaries ship as .xz in ../shared/k8s (see its README); they
+# are checked against its SHA256SUMS and unpacked once (a stamp holds the sums' own hash).
+command -v kubectl >/dev/null \
+  || warn "kubectl is not on PATH: the k8s tests do not need it, but debugging a test cluster does"
+k8s_src="$root/../shared/k8s"
+k8s_dst="$root/.cache/k8s/v1.36.2"
+if [ -f "$k8s_src/SHA256SUMS" ]; then
+  k8s_want=$(sha256sum < "$k8s_src/SHA256SUMS" | cut -c1-64)
+  k8s_ok=1
+  [ "$(cat "$k8s_dst/.unpacked" 2>/dev/null)" = "$k8s_want" ] || k8s_ok=0
+  while read -r _ xz; do
+    [ -x "$k8s_dst/${xz%.xz}" ] || k8s_ok=0
+  done < "$k8s_src/SHA256SUMS"
+  if [ $k8s_ok = 0 ]; then
+    say "unpacking Kubernetes binaries from $k8s_src into $k8s_dst"
+    (cd "$k8s_src" && sha256sum --quiet -c SHA256SUMS) \
+      || die "$k8s_src: a file does not match SHA256SUMS (a corrupt copy?)"
+    mkdir -p "$k8s_dst"
+    rm -f "$k8s_dst/.unpacked"
+    while read -r _ xz; do
+      xz -dc "$k8s_src/$xz" > "$k8s_dst/${xz%.xz}.part" || die "unpacking $k8s_src/$xz failed"
+      chmod +x "$k8s_dst/${xz%.xz}.part"
+      mv -f "$k8s_dst/${xz%.xz}.part" "$k8s_dst/${xz%.xz}"
+    done < "$k8s_src/SHA256SUMS"
+    echo "$k8s_want" > "$k8s_dst/.unpacked"
+  fi
+elif [ ! -d "$k8s_dst" ]; then
+  warn "no $k8s_src and no $k8s_dst: tests marked k8s will skip (set KUBEBUILDER_ASSETS to a folder of Kubernetes binaries)"
+fi
 
 if [ $ebpf_ok = 1 ] && [ $is_root = 1 ]; then
   say "ready (eBPF available)"

@@ -1,14 +1,16 @@
-"""Suite-wide markers: `bpf` tests need root, BCC and tracefs; `gpu` tests need a real NVIDIA GPU.
+"""Suite-wide markers: `bpf` tests need root, BCC and tracefs; `gpu` tests need a real NVIDIA GPU;
+`k8s` tests need root and the Kubernetes binaries of KUBEBUILDER_ASSETS (the test bed in
+tests/testbed).
 
 A `bpf` test that cannot run skips with the reason, except where GPUWARDEN_REQUIRE_BPF=1 (CI),
 where the same reason fails it: CI runs as root on a kernel with uprobes, so a skip there
-would hide a broken install.
+would hide a broken install.  `k8s` tests do the same with GPUWARDEN_REQUIRE_K8S=1.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,11 +39,26 @@ def gpu_unavailable_reason() -> str | None:
     return None
 
 
+def k8s_unavailable_reason() -> str | None:
+    from testbed.assets import assets_unavailable_reason
+
+    return assets_unavailable_reason()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     bpf_reason = bpf_unavailable_reason()
     gpu_reason = gpu_unavailable_reason()
     require_bpf = os.environ.get("GPUWARDEN_REQUIRE_BPF") == "1"
+    k8s_reason = k8s_unavailable_reason()
+    require_k8s = os.environ.get("GPUWARDEN_REQUIRE_K8S") == "1"
+    node_users = [item for item in items if "k8s_node" in getattr(item, "fixturenames", ())]
+    _K8S_NODE_LAST_USER[0] = node_users[-1].nodeid if node_users else None
     for item in items:
+        if "k8s" in item.keywords and k8s_reason:
+            if require_k8s:
+                item.add_marker(pytest.mark.usefixtures("_k8s_required_but_unavailable"))
+            else:
+                item.add_marker(pytest.mark.skip(reason=k8s_reason))
         if "bpf" in item.keywords and bpf_reason:
             if require_bpf:
                 item.add_marker(pytest.mark.usefixtures("_bpf_required_but_unavailable"))
@@ -54,6 +71,84 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def _bpf_required_but_unavailable() -> None:
     pytest.fail(f"GPUWARDEN_REQUIRE_BPF=1 but eBPF cannot run here: {bpf_unavailable_reason()}")
+
+
+@pytest.fixture
+def _k8s_required_but_unavailable() -> None:
+    reason = k8s_unavailable_reason()
+    pytest.fail(f"GPUWARDEN_REQUIRE_K8S=1 but the test bed cannot run here: {reason}")
+
+
+# ---- the Kubernetes test bed (tests/testbed) -------------------------------------------------
+# One control plane per session, started on first use; one node (containerd + kubelet) sharing
+# it, also started on first use and stopped right after the last test that uses it, since it
+# holds the machine-wide kubelet lock.  Each test gets its own namespace.
+_K8S_NODE_LAST_USER: list[str | None] = [None]
+_K8S_NODES: list = []
+
+
+@pytest.fixture(scope="session")
+def k8s_cluster() -> Iterator:
+    """A ready testbed.ControlPlane (etcd, apiserver, scheduler, controller-manager)."""
+    from testbed import ControlPlane
+
+    cp = ControlPlane.start()
+    yield cp
+    cp.stop()
+
+
+@pytest.fixture(scope="session")
+def k8s_api(k8s_cluster):  # type: ignore[no-untyped-def]
+    """A `kubernetes` ApiClient of a system:masters user on k8s_cluster."""
+    from testbed.kube import api_client
+
+    return api_client(k8s_cluster.admin_kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def k8s_node(k8s_cluster) -> Iterator:  # type: ignore[no-untyped-def]
+    """A Ready testbed.Node registered with k8s_cluster (pause and busybox images imported)."""
+    from testbed import Node
+
+    node = Node.start(k8s_cluster)
+    _K8S_NODES.append(node)
+    yield node
+    node.stop()
+    _K8S_NODES.remove(node)
+
+
+@pytest.hookimpl(trylast=True)  # after the test's own fixtures are torn down
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if item.nodeid == _K8S_NODE_LAST_USER[0]:
+        for node in _K8S_NODES:
+            node.stop()  # frees the kubelet lock for other sessions; the finalizer is a no-op
+
+
+@pytest.fixture
+def k8s_namespace(k8s_api) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    """A fresh namespace (its default ServiceAccount ready), deleted after the test."""
+    from testbed.kube import create_namespace, delete_namespace
+
+    name = create_namespace(k8s_api)
+    yield name
+    delete_namespace(k8s_api, name)
+
+
+@pytest.fixture
+def k8s_fake_node(k8s_api) -> Iterator[Callable[..., object]]:  # type: ignore[no-untyped-def]
+    """Factory of nodes without a kubelet (testbed.kube.add_fake_node's arguments), deleted
+    after the test."""
+    from testbed.kube import add_fake_node, delete_node
+
+    made: list[str] = []
+
+    def make(name: str, capacity: dict[str, str], **kw: object) -> object:
+        made.append(name)
+        return add_fake_node(k8s_api, name, capacity, **kw)  # type: ignore[arg-type]
+
+    yield make
+    for name in made:
+        delete_node(k8s_api, name)
 
 
 # ---- the simulated GPU (libvgpu/sim) -------------------------------------------------------------

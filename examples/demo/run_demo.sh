@@ -108,9 +108,17 @@ for line in open(sys.argv[1]):
               f" nvml={mib(ev.get('nvml'))} {e.get('detail', '')}")
 PY
 echo
-echo "== metrics: http://127.0.0.1:$port/metrics   health: http://127.0.0.1:$port/healthz"
-curl -s "http://127.0.0.1:$port/metrics" | grep -E '^gpuwarden_(violations|actions)_total|^gpuwarden_(ebpf|nvml)_up|^gpuwarden_policy_info' || true
-echo "== live view: gpuwarden top --state-dir $state"
+echo "== metrics (from the agent's /metrics)"
+"$py" -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())' \
+  "http://127.0.0.1:$port/metrics" | grep -E '^gpuwarden_(violations|actions)_total|^gpuwarden_(ebpf|nvml)_up|^gpuwarden_policy_info|^gpuwarden_gpu_(memory_used|memory_allocated|slices)' || true
+echo
 if [ "$keep" = 1 ]; then
-  echo; echo "agent still running (pid $agent); stop it with: kill $agent"
+  echo "== the agent keeps running (pid $agent); the demo's workloads have ended:"
+  echo "   metrics      http://127.0.0.1:$port/metrics   health http://127.0.0.1:$port/healthz"
+  echo "   live table   gpuwarden top --state-dir $state"
+  echo "   audit log    $state/audit.jsonl"
+  echo "   stop it      kill $agent"
+else
+  echo "== the agent stops with the demo. To look at /metrics and \`gpuwarden top\` yourself,"
+  echo "   keep it running: gpuwarden demo --keep  (or scripts/demo.sh --keep)"
 fi

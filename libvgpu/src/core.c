@@ -26,6 +26,12 @@ static const char *vgpu_getenv(const char *name)
     return getenv(name);
 }
 
+static const char *vgpu_region_path(void)
+{
+    const char *path = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+    return path != NULL ? path : "(unset)";
+}
+
 static void vgpu_open_region(void)
 {
     const char *path = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
@@ -50,26 +56,38 @@ static void vgpu_map_devices(const struct vgpu_env_limits *lim)
 {
     int count = 0;
     if (vgpu_cuda_ready() != 0 || vgpu_cu.cuInit == NULL || vgpu_cu.cuInit(0) != CUDA_SUCCESS ||
-        vgpu_cu.cuDeviceGetCount(&count) != CUDA_SUCCESS)
+        vgpu_cu.cuDeviceGetCount(&count) != CUDA_SUCCESS) {
+        vgpu_core.unmapped = 1; /* devices that could not be mapped are refused, never unlimited */
         return;
+    }
     if (count > (int)VGPU_MAX_DEVICES) {
-        vgpu_log(VGPU_LOG_WARN, "%d devices visible, only the first %u are limited", count,
-                 VGPU_MAX_DEVICES);
+        vgpu_log(VGPU_LOG_ERROR, "%d devices visible, a region holds %u: the others admit no "
+                 "device memory", count, VGPU_MAX_DEVICES);
+        vgpu_core.unmapped = 1;
         count = (int)VGPU_MAX_DEVICES;
     }
     __typeof__(vgpu_cu.cuDeviceGetUuid) get_uuid =
         vgpu_cu.cuDeviceGetUuid_v2 != NULL ? vgpu_cu.cuDeviceGetUuid_v2 : vgpu_cu.cuDeviceGetUuid;
     for (int i = 0; i < count; i++) {
         CUuuid uuid;
-        vgpu_core.entry[i] = -1;
+        vgpu_core.entry[i] = VGPU_ENTRY_REFUSE; /* until registered */
         if (vgpu_cu.cuDeviceGet(&vgpu_core.cu_dev[i], i) != CUDA_SUCCESS || get_uuid == NULL ||
-            get_uuid(&uuid, vgpu_core.cu_dev[i]) != CUDA_SUCCESS)
+            get_uuid(&uuid, vgpu_core.cu_dev[i]) != CUDA_SUCCESS) {
+            vgpu_core.unmapped = 1;
             continue;
+        }
         uint64_t limit = vgpu_core.refuse_all ? 0 : lim->limit[i];
-        vgpu_core.entry[i] = vgpu_region_add_device(&vgpu_core.region,
-                                                    (const uint8_t *)uuid.bytes, limit);
-        if (vgpu_core.entry[i] < 0)
-            vgpu_log(VGPU_LOG_ERROR, "the region has no free device entry for CUDA device %d", i);
+        int e = vgpu_region_add_device(&vgpu_core.region, (const uint8_t *)uuid.bytes, limit);
+        vgpu_core.entry[i] = e >= 0 ? e : VGPU_ENTRY_REFUSE;
+        if (e == VGPU_REGION_TABLE_FULL)
+            vgpu_log(VGPU_LOG_ERROR, "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s: the region has no free "
+                     "device entry for CUDA device %d: it admits no device memory (allocations "
+                     "fail with CUDA_ERROR_OUT_OF_MEMORY)", vgpu_region_path(), i);
+        else if (e == VGPU_REGION_LOCK_TIMEOUT)
+            vgpu_log(VGPU_LOG_ERROR, "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s: another process has held "
+                     "the region's lock for more than %u ms (stopped?), so CUDA device %d could "
+                     "not be registered: it admits no device memory (allocations fail with "
+                     "CUDA_ERROR_OUT_OF_MEMORY)", vgpu_region_path(), VGPU_REGION_LOCK_WAIT_MS, i);
     }
     vgpu_core.ndev = count;
 }
@@ -130,14 +148,24 @@ int vgpu_entry_of(CUdevice dev)
     for (int i = 0; i < vgpu_core.ndev; i++)
         if (vgpu_core.cu_dev[i] == dev)
             return vgpu_core.entry[i];
-    return -1;
+    /* not a device this process mapped: one it could not map is refused; anything else is not a
+     * device at all, and the driver answers it */
+    return vgpu_core.unmapped ? VGPU_ENTRY_REFUSE : VGPU_ENTRY_NONE;
+}
+
+int vgpu_entry_of_ordinal(int ordinal)
+{
+    CUdevice dev;
+    if (vgpu_cu.cuDeviceGet == NULL || vgpu_cu.cuDeviceGet(&dev, ordinal) != CUDA_SUCCESS)
+        return VGPU_ENTRY_NONE;
+    return vgpu_entry_of(dev);
 }
 
 int vgpu_current_entry(void)
 {
     CUdevice dev;
     if (vgpu_cu.cuCtxGetDevice == NULL || vgpu_cu.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
-        return -1;
+        return VGPU_ENTRY_NONE;
     return vgpu_entry_of(dev);
 }
 
@@ -384,6 +412,8 @@ static uint64_t vgpu_measure_context(int entry, struct vgpu_region_proc *s)
 int vgpu_charge_context(int entry)
 {
     uint32_t zero = 0;
+    if (entry == VGPU_ENTRY_REFUSE)
+        return -1;
     if (entry < 0 || vgpu_core.region.r == NULL ||
         !__atomic_compare_exchange_n(&vgpu_core.ctx_charged[entry], &zero, 1, 0,
                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))

@@ -19,6 +19,7 @@ struct vgpu_core {
     int entry[VGPU_MAX_DEVICES];        /* by CUDA ordinal: region device entry */
     uint32_t ctx_charged[VGPU_MAX_DEVICES]; /* by entry: context overhead counted */
     int refuse_all;                     /* region unusable: admit nothing */
+    int unmapped;                       /* some device could not be mapped: it is refused */
     struct vgpu_ptrtab ptrs;            /* device pointers (alloc, pitch, managed, async) */
     struct vgpu_ptrtab handles;         /* VMM allocation handles */
     struct vgpu_ptrtab arrays;          /* CUarray and CUmipmappedArray */
@@ -37,8 +38,15 @@ static inline int vgpu_core_ready(void)
     return vgpu_core_init();
 }
 
-/* Region entry of a CUDA device handle / of the current context's device; -1 if unknown. */
+/* Region entry of a CUDA device handle / of a CUDA ordinal / of the current context's device:
+ * the entry (>= 0); VGPU_ENTRY_NONE when there is no such device or no current context (the
+ * caller passes the call to the driver, which fails it); VGPU_ENTRY_REFUSE for a device that has
+ * no entry (full or garbage table, lock held too long, more devices than a region holds): the
+ * caller refuses memory on it, never admits it unlimited. */
+#define VGPU_ENTRY_NONE (-1)
+#define VGPU_ENTRY_REFUSE (-2)
 int vgpu_entry_of(CUdevice dev);
+int vgpu_entry_of_ordinal(int ordinal);
 int vgpu_current_entry(void);
 /* Region entry for an NVML device handle (by UUID); -1 if not one of the container's. */
 int vgpu_entry_of_nvml(nvmlDevice_t device);
@@ -51,7 +59,8 @@ void vgpu_release(int entry, uint64_t bytes);
  * that GPU (so vgpu_charge_context finds the process in NVML even from another PID namespace). */
 void vgpu_context_before(int entry);
 /* Count this process's context on an entry once, measured (see core.c), admitted like an
- * allocation: 0, or -1 when it does not fit the limit (the caller refuses the context). */
+ * allocation: 0, or -1 when it does not fit the limit or the entry is VGPU_ENTRY_REFUSE (the
+ * caller refuses the context). */
 int vgpu_charge_context(int entry);
 /* Reclaim dead processes, at most every 100 ms (memory queries call it). */
 void vgpu_maybe_reclaim(void);

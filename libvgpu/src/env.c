@@ -5,50 +5,7 @@
 #include <string.h>
 
 #include "log.h"
-
-#define VGPU_SIZE_SYNTAX "a byte count, optionally with a suffix k, m, g, t or KiB, MiB, GiB, " \
-                         "TiB (binary multiples), e.g. 3000m or 3GiB; 0 means no limit"
-
-static int vgpu_size_shift(const char *suffix, unsigned *shift)
-{
-    static const char units[] = "kmgt";
-    if (suffix[0] == '\0') {
-        *shift = 0;
-        return 0;
-    }
-    char c = suffix[0];
-    if (c >= 'A' && c <= 'Z')
-        c = (char)(c - 'A' + 'a');
-    const char *u = strchr(units, c);
-    if (u == NULL || c == '\0')
-        return -1;
-    const char *rest = suffix + 1;
-    if (!(rest[0] == '\0' || strcmp(rest, "iB") == 0))
-        return -1;
-    *shift = 10u * (unsigned)(u - units + 1);
-    return 0;
-}
-
-int vgpu_parse_size(const char *text, uint64_t *out)
-{
-    if (text == NULL || text[0] < '0' || text[0] > '9')
-        return -1;
-    uint64_t v = 0;
-    const char *p = text;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        uint64_t d = (uint64_t)(*p - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return -1;
-        v = v * 10 + d;
-    }
-    unsigned shift;
-    if (vgpu_size_shift(p, &shift) != 0)
-        return -1;
-    if (shift > 0 && v > (UINT64_MAX >> shift))
-        return -1;
-    *out = v << shift;
-    return 0;
-}
+#include "vgpu_size.h"
 
 enum vgpu_env_kind { VGPU_ENV_ABSENT, VGPU_ENV_VALID, VGPU_ENV_MALFORMED };
 
@@ -57,7 +14,7 @@ static enum vgpu_env_kind vgpu_env_size(vgpu_getenv_fn get, const char *name, ui
     const char *v = get(name);
     if (v == NULL)
         return VGPU_ENV_ABSENT;
-    if (vgpu_parse_size(v, out) != 0)
+    if (vgpu_parse_size(v, 0, out) != 0) /* bytes without a unit: HAMi's contract */
         return VGPU_ENV_MALFORMED;
     if (*out == 0)
         *out = VGPU_LIMIT_NONE;

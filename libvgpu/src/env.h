@@ -9,10 +9,6 @@
 
 typedef const char *(*vgpu_getenv_fn)(const char *name);
 
-/* Parse a memory size: digits, optionally followed by k, m, g or t (any case, binary multiples)
- * or KiB, MiB, GiB, TiB.  Returns 0 and sets *out, or -1 (malformed or overflowing). */
-int vgpu_parse_size(const char *text, uint64_t *out);
-
 /* Memory limits per CUDA ordinal (after CUDA_VISIBLE_DEVICES): VGPU_LIMIT_NONE, or bytes, or 0
  * meaning "refuse device memory" (the safe side after a malformed value with no valid fallback). */
 struct vgpu_env_limits {
@@ -20,8 +16,8 @@ struct vgpu_env_limits {
     int malformed; /* how many variables were malformed (each reported once via vgpu_log) */
 };
 
-/* CUDA_DEVICE_MEMORY_LIMIT applies to every device, CUDA_DEVICE_MEMORY_LIMIT_<i> to ordinal i.
- * 0 means no limit (as in HAMi).  A malformed value is reported and the tighter valid limit
+/* CUDA_DEVICE_MEMORY_LIMIT applies to every device, CUDA_DEVICE_MEMORY_LIMIT_<i> to ordinal i,
+ * each a size in vgpu_size.h's syntax (a bare number is bytes).  0 means no limit (as in HAMi).  A malformed value is reported and the tighter valid limit
  * that also applies is taken; with none, the device gets 0 (refuse), never "no limit". */
 void vgpu_env_memory_limits(vgpu_getenv_fn get, struct vgpu_env_limits *out);
 

@@ -231,15 +231,14 @@ CUresult vgpu_hook_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
     if (vgpu_cuda_ready() != 0)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (vgpu_bypass() || handle == NULL || prop == NULL ||
-        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id < 0 ||
-        prop->location.id >= (int)VGPU_MAX_DEVICES)
+        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
         return vgpu_cu.cuMemCreate(handle, size, prop, flags);
     if (vgpu_core_ready() != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    int e = vgpu_core.entry[prop->location.id];
-    if (e < 0)
+    int e = vgpu_entry_of_ordinal(prop->location.id);
+    if (e == VGPU_ENTRY_NONE)
         return vgpu_cu.cuMemCreate(handle, size, prop, flags);
-    if (vgpu_admit(e, size) != 0)
+    if (e < 0 || vgpu_admit(e, size) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     vgpu_in_driver++;
     CUresult rc = vgpu_cu.cuMemCreate(handle, size, prop, flags);
@@ -481,6 +480,8 @@ CUresult vgpu_hook_cuMemGetInfo_v2(size_t *free, size_t *total)
         vgpu_core_ready() != 0)
         return rc;
     int e = vgpu_current_entry();
+    if (e == VGPU_ENTRY_REFUSE)
+        *free = 0; /* a device with no entry admits nothing */
     if (e < 0)
         return rc;
     vgpu_maybe_reclaim();

@@ -14,8 +14,10 @@ struct vgpu_region_handle {
     int fd; /* -1 for a process-local region */
 };
 
-/* Map the region file at path, creating and formatting it if empty.  0, or -1 with why filled
- * (foreign file, wrong size, magic or version, I/O error). */
+/* Map the region file at path, creating and formatting it if empty, formatting it again if its
+ * creator died before writing the magic.  A formatted region is opened without the file lock;
+ * creation waits for it at most VGPU_REGION_LOCK_WAIT_MS.  0, or -1 with why filled (foreign
+ * file, wrong size, magic or version, I/O error, lock held too long). */
 int vgpu_region_open(const char *path, struct vgpu_region_handle *h, char *why, size_t why_len);
 /* A process-local region (no file): anonymous memory, formatted. */
 int vgpu_region_open_private(struct vgpu_region_handle *h);
@@ -31,11 +33,16 @@ void vgpu_uuid_text(const uint8_t uuid[16], char out[VGPU_UUID_TEXT]);
 
 /* Device entry index for uuid, or -1. */
 int vgpu_region_find_device(const struct vgpu_region *r, const uint8_t uuid[16]);
-/* Find or add (under the file lock) the entry for uuid; a new entry gets limit.  Index or -1
- * when all entries are taken. */
+/* How long a process waits for the region's file lock before it gives up (and fails closed). */
+#define VGPU_REGION_LOCK_WAIT_MS 2000u
+#define VGPU_REGION_TABLE_FULL (-1)
+#define VGPU_REGION_LOCK_TIMEOUT (-2)
+/* Find or add (under the file lock, waited for at most VGPU_REGION_LOCK_WAIT_MS) the entry for
+ * uuid; a new entry gets limit.  Index, VGPU_REGION_TABLE_FULL when all entries are taken, or
+ * VGPU_REGION_LOCK_TIMEOUT. */
 int vgpu_region_add_device(struct vgpu_region_handle *h, const uint8_t uuid[16], uint64_t limit);
 
-/* Liveness of a slot's owner: 1 alive, 0 dead (or pid reused). */
+/* Liveness of a slot's owner: 1 alive, 0 dead (exited, a zombie, or pid reused). */
 typedef int (*vgpu_alive_fn)(uint32_t pid, uint64_t start_time);
 int vgpu_proc_alive(uint32_t pid, uint64_t start_time);
 /* Field 22 of /proc/<pid>/stat; 0 when unreadable. */
@@ -47,7 +54,7 @@ struct vgpu_region_proc *vgpu_region_claim_slot(struct vgpu_region *r, uint32_t 
 /* Free a slot, giving back what it still counts (used at exit of the owner). */
 void vgpu_region_release_slot(struct vgpu_region *r, struct vgpu_region_proc *slot);
 /* Reclaim slots whose owner is dead; when no slot is left active, reset leaked device counters.
- * Takes the file lock (reclaimers exclude each other; allocating processes never wait).
+ * Never waits for the file lock: the reset is skipped while someone else holds it.
  * Returns the number of slots reclaimed. */
 int vgpu_region_reclaim(struct vgpu_region_handle *h, vgpu_alive_fn alive);
 

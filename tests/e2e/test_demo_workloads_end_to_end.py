@@ -41,7 +41,9 @@ def test_three_workloads(start_agent, gpu_job: Path) -> None:  # type: ignore[no
                          and e["workload"]["pod"] == pod)
     assert not list((agent.state_dir / "regions").iterdir())
     assert not list((agent.state_dir / "workloads").iterdir())
-    assert agent.metric("gpuwarden_violations_total", {"pod": "bypass", "rule": "bypass"}) == 1
+    assert agent.metric("gpuwarden_violations_total", {  # what the test policy names
+        "pod": "bypass", "check": "bypass", "policy_rule": "strict", "alert": "StrictViolation",
+        "severity": "critical"}) == 1
     assert agent.metric("gpuwarden_actions_total", {"pod": "bypass", "action": "kill"}) == 1
     assert agent.metric("gpuwarden_ebpf_up") == 1
 

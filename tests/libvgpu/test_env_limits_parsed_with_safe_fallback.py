@@ -16,7 +16,7 @@ MiB, GiB = 2**20, 2**30
 
 @pytest.fixture(scope="module")
 def unit_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build("unit_env", tmp_path_factory.mktemp("unit_env"), ["env", "log"])
+    return build("unit_env", tmp_path_factory.mktemp("unit_env"), ["env", "log", "size"])
 
 
 def limits(driver: Path, *assignments: str) -> tuple[list[int | None], int, str]:

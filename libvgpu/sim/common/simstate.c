@@ -1,6 +1,8 @@
 /* simstate.c - create, validate and map the shared state; process entries; the timeline. */
 #include "simstate.h"
 
+#include "../../include/vgpu_size.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -52,30 +54,6 @@ void gwsim_sleep_until(uint64_t mono_ns)
                           .tv_nsec = (long)(mono_ns % 1000000000ULL)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
     }
-}
-
-int gwsim_parse_size(const char *text, uint64_t *out)
-{
-    static const struct { const char *suffix; unsigned shift; } units[] = {
-        {"", 0}, {"B", 0}, {"K", 10}, {"KiB", 10}, {"M", 20}, {"MiB", 20},
-        {"G", 30}, {"GiB", 30}, {"T", 40}, {"TiB", 40},
-    };
-    if (text == NULL || *text < '0' || *text > '9')
-        return -1;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long n = strtoull(text, &end, 10);
-    if (errno != 0)
-        return -1;
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (strcmp(end, units[i].suffix) != 0)
-            continue;
-        if (units[i].shift && n > (UINT64_MAX >> units[i].shift))
-            return -1;
-        *out = (uint64_t)n << units[i].shift;
-        return 0;
-    }
-    return -1;
 }
 
 uint64_t gwsim_proc_starttime(int32_t pid)
@@ -137,9 +115,8 @@ static int env_size(const char *name, uint64_t fallback, uint64_t *out)
         *out = fallback;
         return 0;
     }
-    if (gwsim_parse_size(v, out) != 0) {
-        gwsim_error("%s=\"%s\" is not a size: use bytes or an integer with a KiB, MiB, GiB "
-                    "or TiB suffix (e.g. 80GiB)", name, v);
+    if (vgpu_parse_size(v, 0, out) != 0) { /* bytes without a unit, as `sim env` writes it */
+        gwsim_error("%s=\"%s\" is not a size: use %s (e.g. 80GiB)", name, v, VGPU_SIZE_SYNTAX);
         return -1;
     }
     return 0;

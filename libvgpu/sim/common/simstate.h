@@ -95,10 +95,6 @@ uint64_t gwsim_now_ns(void);     /* CLOCK_MONOTONIC */
 uint64_t gwsim_realtime_us(void); /* CLOCK_REALTIME in microseconds */
 void gwsim_sleep_until(uint64_t mono_ns);
 
-/* A byte count: an integer with an optional KiB/MiB/GiB/TiB (or K/M/G/T) suffix, e.g. "80GiB".
- * Returns 0 on success, -1 on bad input. */
-int gwsim_parse_size(const char *text, uint64_t *out);
-
 /* Process start time from /proc/PID/stat; 0 when the process is gone or a zombie. */
 uint64_t gwsim_proc_starttime(int32_t pid);
 

@@ -19,16 +19,19 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(("text", "mib"), [("3GiB", 3072), ("3000", 3000), ("512MiB", 512),
-                                           ("1T", 1 << 20), ("2048KiB", 2)])
+                                           ("1T", 1 << 20), ("2048KiB", 2), ("512M", 512),
+                                           ("512Mi", 512), ("1.5GiB", 1536), ("3000m", 3000)])
 def test_sizes(text: str, mib: int) -> None:
     assert parse_size_mib(text) == mib
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"gpumem": "3 furlongs"}, "--gpumem '3 furlongs': not a size"),
+    ({"gpumem": "3 furlongs"}, "--gpumem '3 furlongs': `3 furlongs` is not a size"),
+    ({"gpumem": "3GB"}, "--gpumem '3GB': unknown size unit `GB`; did you mean `3GiB`?"),
     ({"gpumem": "1GiB", "gpumem_percentage": 10}, "give one of them, not both"),
     ({"gpumem_percentage": 0}, "--gpumem-percentage 0: use 1..100"),
     ({"gpucores": 101}, "--gpucores 101: use 0..100"),
+    ({"gpucores": "30 %"}, "--gpucores '30 %': use 0..100 or 0%..100%"),
     ({"priority": "urgent"}, "--priority 'urgent': use high or low"),
     ({"gpu": 0}, "--gpu 0: use 1 or more"),
 ])
@@ -40,6 +43,12 @@ def test_bad_flags_are_named(kwargs: dict[str, Any], message: str) -> None:
     assert message in str(err.value)
 
 
+def test_gpucores_is_written_as_policies_write_it() -> None:
+    base = {"gpumem": None, "gpumem_percentage": None, "priority": None, "gpu": None}
+    assert request_from_flags(**base, gpucores="30%")["gpucores"] == 30
+    assert request_from_flags(**base, gpucores="30")["gpucores"] == 30
+
+
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "gpuwarden", *args], capture_output=True,
                           text=True, cwd=REPO, timeout=60)
@@ -48,7 +57,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_run_reports_bad_label_and_missing_agent(tmp_path: Path) -> None:
     done = run_cli("run", "--state-dir", str(tmp_path), "--label", "oops", "--", "true")
     assert done.returncode == 2 and "--label 'oops': expected KEY=VALUE" in done.stderr
-    done = run_cli("run", "--state-dir", str(tmp_path), "--", "true")
+    done = run_cli("run", "--state-dir", str(tmp_path), "--wait", "0", "--", "true")
     assert done.returncode == 2
     assert f"cannot reach the gpuwarden agent at {tmp_path}/agent.sock" in done.stderr
     done = run_cli("run", "--state-dir", str(tmp_path))
@@ -89,3 +98,46 @@ def test_control_socket_answers_and_rejects(tmp_path: Path) -> None:
     finally:
         srv.close()
     assert not (tmp_path / "agent.sock").exists()
+
+
+def test_run_waits_for_an_agent_that_is_still_starting(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`gpuwarden agent ... &` then `gpuwarden run ...` at once: run waits for the socket."""
+    import threading
+
+    from agent.runner import admit
+
+    sock = tmp_path / "agent.sock"
+    servers: list[ControlServer] = []
+    started = threading.Event()
+
+    def late_start() -> None:
+        while "waiting up to" not in capsys.readouterr().err:  # run is already waiting
+            threading.Event().wait(0.01)
+        servers.append(ControlServer(sock, FakeAgent()))
+        servers[0].start()
+        started.set()
+
+    t = threading.Thread(target=late_start)
+    t.start()
+    try:
+        assert admit(sock, {"op": "admit", "name": "late"}, wait=30) == {"ok": True,
+                                                                          "echo": "late"}
+        assert started.is_set()
+    finally:
+        t.join(5)
+        for srv in servers:
+            srv.close()
+
+
+@pytest.mark.parametrize("command", ["agent", "run", "top", "demo"])
+def test_every_option_says_what_it_does(command: str) -> None:
+    import argparse
+
+    from gpuwarden.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [a.option_strings or [a.dest] for a in sub.choices[command]._actions
+               if not isinstance(a, argparse._HelpAction) and not (a.help or "").strip()]
+    assert not missing, f"`gpuwarden {command}` options without help: {missing}"

@@ -8,7 +8,15 @@ import io
 
 from agent.audit import AuditLog
 from agent.enforce import COUNTER_RETENTION_S, Enforcer
-from agent.model import Action, ActionKind, GpuUuid, Verdict, VerdictKind, WorkloadKey
+from agent.model import (
+    Action,
+    ActionKind,
+    GpuUuid,
+    Verdict,
+    VerdictKind,
+    ViolationLabels,
+    WorkloadKey,
+)
 
 GONE, LIVE, BACK = WorkloadKey("ns", "gone"), WorkloadKey("ns", "live"), WorkloadKey("ns", "back")
 
@@ -16,7 +24,8 @@ GONE, LIVE, BACK = WorkloadKey("ns", "gone"), WorkloadKey("ns", "live"), Workloa
 def alert(key: WorkloadKey) -> Action:
     v = Verdict(kind=VerdictKind.MEMORY, wid=key.pod, key=key, gpu=GpuUuid("GPU-1"), rule="r",
                 measured={}, limit=1, detail="", sources=("shim",))
-    return Action(ActionKind.ALERT, key.pod, key, (), v, dry=True, reason="a")
+    return Action(ActionKind.ALERT, key.pod, key, (), v, dry=True, reason="a", severity="info",
+                  policy_rule="r")
 
 
 def test_only_workloads_gone_for_the_retention_lose_their_counters() -> None:
@@ -30,4 +39,4 @@ def test_only_workloads_gone_for_the_retention_lose_their_counters() -> None:
     assert {k[0] for k in enf.actions} == {LIVE, BACK}
     enf.prune([LIVE], 2 * COUNTER_RETENTION_S + 1)
     assert {k[0] for k in enf.violations} == {LIVE}
-    assert enf.violations[(LIVE, "GPU-1", "memory")] == 1
+    assert enf.violations[ViolationLabels(LIVE, "GPU-1", "memory", "r", "a", "info")] == 1

@@ -24,6 +24,9 @@ class FakeNvml:
         self.procs: list[Any] = []
         self.util: list[Any] = []
         self.asked: list[int] = []
+        self.used = 3 * GiB
+        self.gpu_util = 40
+        self.broken = False
 
     def nvmlInit(self) -> None: ...
     def nvmlShutdown(self) -> None: ...
@@ -34,7 +37,12 @@ class FakeNvml:
         return f"h{i}"
 
     def nvmlDeviceGetMemoryInfo(self, h: str) -> Any:
-        return NS(total=80 * GiB)
+        return NS(total=80 * GiB, used=self.used)
+
+    def nvmlDeviceGetUtilizationRates(self, h: str) -> Any:
+        if self.broken:
+            raise self.NVMLError(15)  # NVML_ERROR_GPU_IS_LOST
+        return NS(gpu=self.gpu_util, memory=0)
 
     def nvmlDeviceGetUUID(self, h: str) -> bytes:
         return b"GPU-aaaa"
@@ -68,3 +76,17 @@ def test_memory_validation_and_util_timestamps() -> None:
     nv.util = []
     assert s.sample().sm == {}  # NOT_FOUND: nothing new since the last timestamp
     assert nv.asked == [0, 200]
+
+
+def test_each_gpu_is_sampled_whole_and_a_failing_one_is_unhealthy() -> None:
+    nv = FakeNvml()
+    s = NvmlSampler(nv)
+    s.open()
+    dev = s.sample().devices["GPU-aaaa"]  # type: ignore[index]
+    assert (dev.used_bytes, dev.utilization_ratio, dev.healthy) == (3 * GiB, 0.4, True)
+    nv.used, nv.gpu_util = 81 * GiB, 101  # garbage: not reported
+    dev = s.sample().devices["GPU-aaaa"]  # type: ignore[index]
+    assert (dev.used_bytes, dev.utilization_ratio, dev.healthy) == (None, None, True)
+    nv.broken = True
+    dev = s.sample().devices["GPU-aaaa"]  # type: ignore[index]
+    assert not dev.healthy and dev.error

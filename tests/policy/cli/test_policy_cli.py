@@ -81,13 +81,14 @@ def test_fmt_check_diff_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     code, out, _ = run(capsys, "fmt", "--check", str(messy))
     assert code == 1 and "would reformat" in out
     code, out, _ = run(capsys, "fmt", "--diff", str(messy))
-    assert code == 0 and "-rule \"r\"{" in out and "+  mode = audit" in out
+    assert code == 1 and "-rule \"r\"{" in out and "+  mode = audit" in out  # would change
     code, out, _ = run(capsys, "fmt", str(messy))
     assert code == 0 and out == 'version 1\n\nrule "r" {\n  mode = audit\n}\n'
     assert messy.read_text() != out  # printing does not write
     assert run(capsys, "fmt", "-w", str(messy))[0] == 0
     assert messy.read_text() == out
     assert run(capsys, "fmt", "--check", str(tmp_path))[0] == 0
+    assert run(capsys, "fmt", "--diff", str(messy)) == (0, "", "")  # formatted: no diff, 0
 
 
 def test_fmt_refuses_unparsable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -105,9 +106,34 @@ def test_explain_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(out)
     [pod] = data["pods"]
     [c] = pod["containers"]
-    assert code == 0 and c["allowed"] is False
+    assert code == 1 and c["allowed"] is False  # a denied pod fails, as a CI gate
     assert c["effective"]["decided_by"]["denied"] == "training"
     assert [m["rule"] for m in c["matched"]] == ["training", "cluster-caps"]
+
+
+def test_explain_fails_for_a_denied_pod_unless_exit_zero(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "explain", str(EXAMPLES), str(PODS / "training-too-big.yaml"),
+                         str(PODS / "notebook.yaml"))
+    assert code == 1 and "DENIED" in out and "ALLOWED" in out
+    assert "explain: denied by the policy: ml-train/llm-finetune" in err
+    code, out, err = run(capsys, "explain", "--exit-zero", str(EXAMPLES),
+                         str(PODS / "training-too-big.yaml"))
+    assert code == 0 and "DENIED" in out and "(--exit-zero)" in err
+
+
+def test_check_shows_warnings_beside_errors(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """One run shows every problem: a contradictory rule's warning is not hidden by an error
+    in another rule, nor in another file that does not even parse."""
+    write(tmp_path, "w.gwp", WARN)
+    write(tmp_path, "b.gwp", BAD.replace('"r"', '"s"'))
+    code, out, _ = run(capsys, "check", str(tmp_path))
+    assert code == 1 and "error[GW006]" in out and "warning[GW101]" in out
+    assert "1 errors, 1 warnings" in out
+    (tmp_path / "b.gwp").write_text("version 1\nrule {\n")
+    code, out, _ = run(capsys, "check", str(tmp_path))
+    assert code == 1 and "error[GW001]" in out and "warning[GW101]" in out
 
 
 def test_explain_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

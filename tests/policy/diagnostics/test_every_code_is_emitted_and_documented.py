@@ -23,7 +23,7 @@ SAMPLES: dict[str, str] = {
     "GW004": R.format("  mode = audit"),
     "GW005": V + R.format("  modes = audit"),
     "GW006": V + R.format("  mode = strict"),
-    "GW007": V + R.format("  cap gpumem <= 8Gi"),
+    "GW007": V + R.format("  cap gpumem <= 8GB"),
     "GW008": V + R.format("  cap gpucores <= 150%"),
     "GW009": V + R.format('  match name =~ "[a-"\n  mode = audit'),
     "GW010": V + R.format('  match pod == "a"\n  mode = audit'),

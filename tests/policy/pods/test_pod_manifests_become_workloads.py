@@ -85,3 +85,17 @@ def test_bad_manifests(manifest: object, message: str) -> None:
     with pytest.raises(PodError, match=r"x\.yaml") as err:
         workloads_from_manifest(manifest, "x.yaml")
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize(("text", "mib"), [("30k", 30000), ("3000", 3000), ("1.5k", 1500),
+                                           ("2e3", 2000), ("1M", 1000000)])
+def test_quantities_as_the_api_server_returns_them_are_read(text: str, mib: int) -> None:
+    # the API server stores 30000 as "30k": pods read back from it must mean the same
+    [w] = workloads_from_manifest(pod({"limits": {"nvidia.com/gpumem": text}}), "p")
+    assert w.workload.request.gpumem_mib == mib
+
+
+@pytest.mark.parametrize("text", ["1.5", "3Gi", "2000m", "1e-3", "k"])
+def test_fractional_or_binary_quantities_are_refused(text: str) -> None:
+    with pytest.raises(PodError, match="must be a whole number of MiB"):
+        workloads_from_manifest(pod({"limits": {"nvidia.com/gpumem": text}}), "p")

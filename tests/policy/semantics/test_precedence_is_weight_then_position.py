@@ -39,7 +39,7 @@ def test_defaults_then_builtin(compile_ok: Callable[[str], CompiledPolicy]) -> N
     p = compile_ok(V + "defaults {\n  mode = audit\n}\n")
     e = p.evaluate(Workload())
     assert (e.mode, e.decided_by["mode"]) == ("audit", "defaults")
-    # DESIGN.md's configuration defaults when nothing is said
+    # the built-in defaults (docs/policy.md) when nothing is said
     assert (e.gpumem_mib, e.decided_by["gpumem"]) == (5000, "built-in")
     assert (e.gpucores, e.priority, e.gpu) == (0, 1, 1)
 
