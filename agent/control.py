@@ -2,6 +2,12 @@
 answer. The peer's PID comes from SO_PEERCRED, never from the request, so `gpuwarden run`
 registers itself (the process that then execs the workload) and nobody else.
 
+The socket is open to every local user (0666), so it is bounded: at most MAX_CONNECTIONS
+connections are served at once and MAX_PER_PEER from one process; beyond that a connection is
+answered "busy" and closed by the accepting thread, with no thread of its own. A connection
+that sends no complete request within IDLE_SECONDS is answered so and closed. None of this runs
+on the enforcement loop.
+
     {"op": "admit", "name", "namespace", "labels", "request"} -> {"ok", "wid", "env", ...}
     {"op": "status"} -> {"ok", "health", "rows"}
 """
@@ -15,35 +21,108 @@ import socket
 import socketserver
 import struct
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 __all__ = ["ControlServer", "request"]
 
 MAX_REQUEST = 1 << 16
+MAX_CONNECTIONS = 64
+MAX_PER_PEER = 8
+IDLE_SECONDS = 5.0
+
+
+def _peer_pid(sock: socket.socket) -> int:
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[0])
+
+
+def _read_request(sock: socket.socket, deadline: float) -> bytes | None:
+    """One line (at most MAX_REQUEST bytes; EOF ends it too) before the deadline, else None: a
+    client trickling bytes cannot hold its connection longer than one that sends nothing."""
+    data = b""
+    while b"\n" not in data and len(data) < MAX_REQUEST:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(MAX_REQUEST - len(data))
+        except OSError:  # timed out or reset
+            return None
+        if not chunk:
+            break
+        data += chunk
+    return data.split(b"\n", 1)[0]
+
+
+def _answer(sock: socket.socket, answer: dict[str, Any], block: bool = True) -> None:
+    with contextlib.suppress(OSError):  # a client that gave up: nothing to tell it
+        data = json.dumps(answer).encode() + b"\n"
+        if block:
+            sock.sendall(data)
+        else:
+            sock.send(data, socket.MSG_DONTWAIT)
 
 
 class ControlServer:
-    def __init__(self, path: Path, agent: Any) -> None:
+    def __init__(self, path: Path, agent: Any, *, max_connections: int = MAX_CONNECTIONS,
+                 max_per_peer: int = MAX_PER_PEER, idle_seconds: float = IDLE_SECONDS) -> None:
         self.path = path
         with contextlib.suppress(FileNotFoundError):
-            path.unlink()  # a socket left by a killed agent
+            path.unlink()  # a socket left by a killed agent (one agent per state folder)
         outer = self
+        self.busy_total = 0  # connections answered "busy"
+        self._open: dict[int, int] = {}  # peer pid -> connections being served
+        self._count_lock = threading.Lock()
 
-        class Handler(socketserver.StreamRequestHandler):
+        class Handler(socketserver.BaseRequestHandler):
             def handle(self) -> None:
-                creds = self.request.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                struct.calcsize("3i"))
-                pid, _uid, _gid = struct.unpack("3i", creds)
-                line = self.rfile.readline(MAX_REQUEST)
-                answer = outer.dispatch(line, pid)
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    # a client that gave up: its process exit ends what was admitted
-                    self.wfile.write(json.dumps(answer).encode() + b"\n")
+                sock: socket.socket = self.request
+                line = _read_request(sock, time.monotonic() + idle_seconds)
+                if line is None:
+                    _answer(sock, {"ok": False, "code": 2, "error": "no request within "
+                                   f"{idle_seconds:g} s on the control socket; closing"})
+                    return
+                _answer(sock, outer.dispatch(line, self.client_address))
 
         class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             daemon_threads = True
             request_queue_size = 256  # many `gpuwarden run` at once must not be refused
+
+            def process_request(self, request: Any, client_address: Any) -> None:
+                try:
+                    pid = _peer_pid(request)
+                except OSError:
+                    self.shutdown_request(request)
+                    return
+                with outer._count_lock:
+                    mine = outer._open.get(pid, 0)
+                    over = (sum(outer._open.values()) >= max_connections
+                            or mine >= max_per_peer)
+                    if not over:
+                        outer._open[pid] = mine + 1
+                if over:
+                    outer.busy_total += 1
+                    _answer(request, {"ok": False, "code": 2, "error": (
+                        "the agent's control socket is busy (at most "
+                        f"{max_connections} connections, {max_per_peer} per process); "
+                        "try again")}, block=False)
+                    self.shutdown_request(request)
+                    return
+                super().process_request(request, pid)
+
+            def process_request_thread(self, request: Any, client_address: Any) -> None:
+                try:
+                    super().process_request_thread(request, client_address)
+                finally:
+                    with outer._count_lock:
+                        left = outer._open.get(client_address, 1) - 1
+                        if left > 0:
+                            outer._open[client_address] = left
+                        else:
+                            outer._open.pop(client_address, None)
 
         self.agent = agent
         self.server = Server(str(path), Handler)
@@ -59,10 +138,14 @@ class ControlServer:
         except ValueError as err:
             return {"ok": False, "code": 2, "error": f"bad request on the control socket: {err}"}
         op = req.get("op")
-        if op == "admit":
-            return dict(self.agent.admit(req, pid))
-        if op == "status":
-            return dict(self.agent.status())
+        try:
+            if op == "admit":
+                return dict(self.agent.admit(req, pid))
+            if op == "status":
+                return dict(self.agent.status())
+        except Exception as err:  # a bug: still one answer, and the socket keeps serving
+            return {"ok": False, "code": 2, "error": f"the agent failed on this {op} request "
+                    f"({type(err).__name__}: {err}); this is a gpuwarden bug, please report it"}
         return {"ok": False, "code": 2,
                 "error": f"unknown op {op!r} on the control socket (valid: admit, status)"}
 

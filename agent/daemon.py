@@ -38,7 +38,7 @@ from agent.model import (
 )
 from agent.procfs import MARKER_ENV, environ_values, read_proc, running, scan, start_time
 from agent.proctree import ProcessTable
-from agent.reload import PolicyWatcher
+from agent.reload import PolicyWatcher, ReloadThread
 from agent.rules import to_rule
 from gpuwarden.annotations import (
     ContainerAssignment,
@@ -108,6 +108,7 @@ class Agent:
         self.lock = threading.RLock()
         self.ledger = Ledger(cfg.state_dir)
         self.watcher = PolicyWatcher(cfg.policy_paths)
+        self.reloader: ReloadThread | None = None
         self.table = ProcessTable()
         self.tracked: dict[str, Tracked] = {}
         self.history: dict[Any, Any] = {}
@@ -151,8 +152,16 @@ class Agent:
     # ---- start-up ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Load the policy (raises agent.reload.PolicyError), open every source, restore."""
-        self.watcher.load_initial()
+        """Take the state folder (raises agent.ledger.AgentAlreadyRunning), load the policy
+        (raises agent.reload.PolicyError), open every source, restore."""
+        self.ledger.lock()
+        try:
+            self.watcher.load_initial()
+        except BaseException:
+            self.ledger.unlock()
+            raise
+        self.reloader = ReloadThread(self.watcher, self.wake)
+        self.reloader.start()
         self.audit = AuditLog(self.ledger.audit_path, self.cfg.audit_stream)
         self._open_nvml()
         self._open_ebpf()
@@ -452,7 +461,8 @@ class Agent:
         now = self.clock()
         if (self._dirty and now - self._last_tick >= self.MIN_TICK_GAP) or now >= self._next_tick:
             self.tick(now)
-        outcome = self.watcher.poll()
+        # reloads run on their own thread: a slow or stuck one never delays verdicts and kills
+        outcome = self.reloader.take() if self.reloader is not None else None
         if outcome is not None:
             self._on_reload(outcome)
 
@@ -1033,13 +1043,12 @@ class Agent:
     def close(self, exiting: bool = False) -> None:
         """Release every source. `exiting`: the process ends next, so the eBPF probes' slow
         teardown (seconds) is left to a child process (bpf.audit.AuditProbe.close)."""
+        if self.reloader is not None:
+            self.reloader.stop()
         if self.cluster is not None:
             self.cluster.close()
         if self.procevents is not None:
             self.procevents.close()
-        if self.ebpf is not None:
-            with contextlib.suppress(Exception):
-                self.ebpf.close(exiting=True) if exiting else self.ebpf.close()
         if self.nvml is not None:
             self.nvml.close()
         for t in self.tracked.values():
@@ -1050,3 +1059,9 @@ class Agent:
             self.audit.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
+        # The state folder is free before the probes go: with `exiting`, a forked child takes
+        # over their slow teardown and would otherwise hold the folder's lock for seconds.
+        self.ledger.unlock()
+        if self.ebpf is not None:
+            with contextlib.suppress(Exception):
+                self.ebpf.close(exiting=True) if exiting else self.ebpf.close()

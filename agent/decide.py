@@ -53,6 +53,10 @@ class AgentPolicy:
     # NVML is sampled, not read at the instant of the other sources: a verdict that only NVML
     # supports (e.g. a process seen a moment before its exit) must hold this long first.
     nvml_confirm_seconds: float = 1.5
+    # The rule's bypass tolerance is for NVML, whose numbers include each process's context.
+    # The eBPF ledger counts allocations exactly: beyond the limit it gets one allocation
+    # granularity at most, whatever path allocated the memory.
+    ebpf_slack_bytes: int = 64 << 20
 
 
 def _sum(view: Mapping[Pid, Mapping[GpuUuid, int]] | None, pids: Iterable[Pid],
@@ -125,7 +129,8 @@ def _judge_one(w: Workload, s: Snapshot, policy: AgentPolicy,
         limit = rule.memory_limit_bytes
         if limit is not None:
             room = tol if limit > 0 else 0  # a limit of 0 admits nothing, context included
-            over = [name for name, v, slack in (("shim", shim, 0), ("ebpf", ebpf, room),
+            ebpf_room = min(room, policy.ebpf_slack_bytes)
+            over = [name for name, v, slack in (("shim", shim, 0), ("ebpf", ebpf, ebpf_room),
                                                  ("nvml", nvml, room))
                     if v is not None and v > limit + slack]
             if over:
@@ -265,8 +270,9 @@ def _next_step(rule: Rule, seen: Ongoing | None, now: float) -> ActionKind | Non
 
 def _arming(s: Snapshot, policy: AgentPolicy) -> list[Action]:
     """In-kernel kill limits: every process of a workload whose rule says kill with no grace
-    gets its memory limit (plus tolerance) as an eBPF kill limit, so the crossing allocation
-    itself is killed; limits of processes that no longer need one are cleared."""
+    gets its memory limit on each of its GPUs (the kernel sums a process's allocations over its
+    GPUs) plus eBPF's slack as an eBPF kill limit, so the crossing allocation itself is killed;
+    limits of processes that no longer need one are cleared."""
     want: dict[Pid, tuple[int, Workload]] = {}
     if s.ebpf_can_kill:
         for w in s.workloads:
@@ -274,7 +280,8 @@ def _arming(s: Snapshot, policy: AgentPolicy) -> list[Action]:
             if (r.response == Response.KILL and r.grace_seconds <= 0 and not _dry(r, policy)
                     and r.memory_limit_bytes is not None and not r.denied):
                 for p in w.pids - policy.protected:
-                    want[p] = (r.memory_limit_bytes + r.bypass_tolerance_bytes, w)
+                    slack = min(r.bypass_tolerance_bytes, policy.ebpf_slack_bytes)
+                    want[p] = (r.memory_limit_bytes * max(1, r.gpus) + slack, w)
     out: list[Action] = []
     for p, (limit, w) in sorted(want.items()):
         if s.armed.get(p) != limit:
@@ -282,9 +289,10 @@ def _arming(s: Snapshot, policy: AgentPolicy) -> list[Action]:
                               limit_bytes=limit, reason="kill with no grace"))
     owner = {p: w for w in s.workloads for p in w.pids}
     for p in sorted(set(s.armed) - set(want)):
-        w = owner.get(p)
-        out.append(Action(ActionKind.DISARM, wid=w.wid if w else "", key=w.key if w else
-                          UNMANAGED_KEY, pids=(p,), reason="no longer needed"))
+        holder = owner.get(p)
+        out.append(Action(ActionKind.DISARM, wid=holder.wid if holder else "",
+                          key=holder.key if holder else UNMANAGED_KEY, pids=(p,),
+                          reason="no longer needed"))
     return out
 
 

@@ -2,6 +2,7 @@
 region, its root process with start time), written atomically, so an agent killed with -9
 rebuilds its view on restart. Layout:
 
+    <state>/agent.lock          held (flock) by the one agent that owns the folder; its pid
     <state>/agent.sock          control socket (gpuwarden run, top)
     <state>/audit.jsonl         audit events
     <state>/workloads/<id>.json one record per workload
@@ -10,6 +11,8 @@ rebuilds its view on restart. Layout:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -17,7 +20,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Ledger", "WorkloadRecord", "default_state_dir", "safe_id"]
+__all__ = ["AgentAlreadyRunning", "Ledger", "WorkloadRecord", "default_state_dir", "safe_id"]
+
+
+class AgentAlreadyRunning(OSError):
+    """Another agent holds the state folder."""
 
 
 def safe_id(text: str) -> str:
@@ -59,10 +66,36 @@ class WorkloadRecord:
 class Ledger:
     def __init__(self, state_dir: Path) -> None:
         self.root = state_dir
+        self._lock_fd: int | None = None
         self.workloads_dir = state_dir / "workloads"
         self.regions_dir = state_dir / "regions"
         for d in (state_dir, self.workloads_dir, self.regions_dir):
             d.mkdir(parents=True, exist_ok=True)
+
+    def lock(self) -> None:
+        """Take the state folder for this agent, or raise AgentAlreadyRunning: a second agent
+        would remove the first one's socket and judge the same workloads twice. The lock is an
+        flock, so it goes with the process however it ends (kill -9 included)."""
+        path = self.root / "agent.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise AgentAlreadyRunning(
+                f"another gpuwarden agent (pid {holder}) is running on the state folder "
+                f"{self.root}; stop it first, or give this one its own --state-dir") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        fd = self._lock_fd
+        if fd is not None:
+            self._lock_fd = None
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     @property
     def socket_path(self) -> Path:

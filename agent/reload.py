@@ -9,18 +9,25 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
+import stat
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["PolicyError", "PolicyWatcher", "ReloadOutcome", "content_hash", "render_diagnostics"]
+__all__ = ["PolicyError", "PolicyWatcher", "ReloadOutcome", "ReloadThread", "content_hash",
+           "render_diagnostics"]
 
 
 class LoadResultLike(Protocol):
-    policy: Any
-    diagnostics: Sequence[Any]
+    @property
+    def policy(self) -> Any: ...
+
+    @property
+    def diagnostics(self) -> Sequence[Any]: ...
 
     @property
     def ok(self) -> bool: ...
@@ -36,7 +43,7 @@ class PolicyError(Exception):
 def _default_loader(paths: list[str]) -> LoadResultLike:
     from policy import load_policy
 
-    return load_policy(paths)  # type: ignore[no-any-return]
+    return load_policy(paths)
 
 
 def render_diagnostics(diags: Sequence[Any]) -> str:
@@ -62,13 +69,31 @@ def content_hash(paths: Sequence[str]) -> str:
             files = [p] if p.exists() else []
         for f in files:
             h.update(b"\0file\0" + str(f.relative_to(p) if p.is_dir() else f.name).encode())
-            try:
-                h.update(f.read_bytes())
-            except OSError as err:  # vanished between listing and reading: next poll sees it
-                h.update(f"\0error {err.errno}".encode())
+            _hash_file(h, f)
         if not p.exists():
             h.update(b"\0missing")
     return h.hexdigest()
+
+
+def _hash_file(h: Any, f: Path) -> None:
+    """Feed a regular file's bytes in chunks (memory bounded, whatever its size); anything else
+    (a FIFO or device behind a symlink, a file that vanished) only by what it is."""
+    try:
+        fd = os.open(f, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:  # vanished between listing and reading: next poll sees it
+        h.update(f"\0error {err.errno}".encode())
+        return
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            h.update(f"\0not a file {stat.S_IFMT(st.st_mode)}".encode())
+            return
+        while chunk := os.read(fd, 1 << 20):
+            h.update(chunk)
+    except OSError as err:
+        h.update(f"\0error {err.errno}".encode())
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -132,7 +157,9 @@ class PolicyWatcher:
                                  f"{self.digest}:\n{err}")
         except Exception as err:  # a loader bug must not take the agent down
             self.reload_errors_total += 1
-            self.last_error = f"{type(err).__name__}: {err}"
+            self.last_error = (f"{', '.join(self.paths)}: the policy loader failed "
+                               f"({type(err).__name__}: {err}); this is a gpuwarden bug, "
+                               "please report it with the policy files")
             self.last_reload_ok = False
             return ReloadOutcome(False, self.digest, f"reload failed, keeping policy "
                                  f"{self.digest}: {self.last_error}")
@@ -141,3 +168,47 @@ class PolicyWatcher:
         self.last_error = ""
         self.last_reload_ok = True
         return ReloadOutcome(True, digest, f"policy reloaded: {digest}")
+
+
+class ReloadThread:
+    """Runs a PolicyWatcher's polls on a thread of their own, so that a slow or stuck reload
+    (a huge file, a file that never ends) never delays the enforcement loop: the loop takes
+    finished outcomes with take(), which never blocks. `wake` is called after each outcome."""
+
+    def __init__(self, watcher: PolicyWatcher, wake: Callable[[], None] = lambda: None) -> None:
+        self.watcher = watcher
+        self._wake = wake
+        self._outcomes: queue.SimpleQueue[ReloadOutcome] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self.busy_since: float | None = None  # monotonic time a poll started, while it runs
+        self._thread = threading.Thread(target=self._run, name="policy-reload", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.watcher.interval):
+            self.busy_since = time.monotonic()
+            try:
+                outcome = self.watcher.poll()
+            finally:
+                self.busy_since = None
+            if outcome is not None:
+                self._outcomes.put(outcome)
+                self._wake()
+
+    def take(self) -> ReloadOutcome | None:
+        try:
+            return self._outcomes.get_nowait()
+        except queue.Empty:
+            return None
+
+    def stalled_seconds(self) -> float:
+        """How long the reload now running has taken (0 when none runs)."""
+        since = self.busy_since
+        return 0.0 if since is None else time.monotonic() - since
+
+    def stop(self) -> None:
+        """Stop polling; a reload stuck in a read is left to die with the process (daemon)."""
+        self._stop.set()
+        self._thread.join(timeout=0.5)

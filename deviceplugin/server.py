@@ -28,6 +28,7 @@ from deviceplugin.allocation import (
     AllocationError,
     ContainerPlan,
     HostPaths,
+    Match,
     PodView,
     match_pod,
     plan_container,
@@ -130,7 +131,6 @@ class DevicePlugin:
         self.allocated: dict[frozenset[str], ContainerPlan] = {}  # device IDs -> plan
         self.stopping = threading.Event()
         self.server: grpc.Server | None = None
-        self.registered_at = 0.0  # monotonic time of the last successful registration
         self.registrations = 0
         self._threads: list[threading.Thread] = []
         self._kubelet_inode: tuple[int, int] | None = None
@@ -180,9 +180,15 @@ class DevicePlugin:
 
     # ---- the DevicePlugin service -------------------------------------------------------------
 
-    def GetDevicePluginOptions(self, request: Any, context: Any) -> Any:
+    @staticmethod
+    def options() -> Any:
+        """PreStartContainer is required (it checks the kubelet's choice of pod); preferred
+        allocation is offered."""
         return device_plugin().pb.DevicePluginOptions(pre_start_required=True,
                                                       get_preferred_allocation_available=True)
+
+    def GetDevicePluginOptions(self, request: Any, context: Any) -> Any:
+        return self.options()
 
     def ListAndWatch(self, request: Any, context: Any) -> Iterator[Any]:
         seen = -1
@@ -332,9 +338,9 @@ class DevicePlugin:
         for path in reversed(created):
             shutil.rmtree(path, ignore_errors=True)
 
-    def _write_region(self, plan: ContainerPlan, rewrite: bool = False) -> list[Path]:
-        """Create the container's region folder and region with its limits (returns what it
-        created, for undo); `rewrite` re-asserts the limits in an existing region."""
+    def _write_region(self, plan: ContainerPlan) -> list[Path]:
+        """Create the container's region folder and region with its limits, or write the
+        limits again into an existing region; returns what it created, for undo."""
         from libvgpu.region import Region
 
         folder = Path(plan.region_dir)
@@ -388,7 +394,10 @@ class DevicePlugin:
                 f"devices {list(device_ids)} were set up for pod {plan.pod.ref} container "
                 f"{plan.container!r}, but the kubelet gave them to pod {owner[0]}/{owner[1]} "
                 f"container {owner[2]!r}; refusing to start it with another pod's limits")
-        self._write_region(plan, rewrite=True)
+        self._write_region(plan)
+        self.log(f"PreStartContainer {list(device_ids)}: pod {plan.pod.ref} container "
+                 f"{plan.container} " + ("verified through PodResources" if owner is not None
+                                          else "not verified (no PodResources)"))
 
     def _plan_for(self, owner: tuple[str, str, str], device_ids: Sequence[str],
                   ) -> ContainerPlan | None:
@@ -396,8 +405,6 @@ class DevicePlugin:
             if (p.namespace, p.name) == owner[:2] and ASSIGNMENT in p.annotations:
                 c = decode_assignment(p.annotations[ASSIGNMENT]).container(owner[2])
                 if c is not None:
-                    from deviceplugin.allocation import Match
-
                     return plan_container(Match(p, c, True), self.by_uuid, self.settings,
                                           self.paths)
         return None
@@ -440,10 +447,8 @@ class DevicePlugin:
         with grpc.insecure_channel(f"unix://{self.opts.kubelet_sock}") as ch:
             api.grpc.RegistrationStub(ch).Register(pb.RegisterRequest(
                 version=API_VERSION, endpoint=self.opts.socket_name, resource_name=self.resource,
-                options=pb.DevicePluginOptions(pre_start_required=True,
-                                               get_preferred_allocation_available=True)),
+                options=self.options()),
                 timeout=5)
-        self.registered_at = time.monotonic()
         self.registrations += 1
         self.log(f"registered {self.resource} ({len(self.gpus)} GPUs x "
                  f"{self.settings.device_split_count}) with the kubelet at "
@@ -505,20 +510,22 @@ class DevicePlugin:
 
     def maintain(self) -> None:
         """Periodic: republish the node annotations, remove the region folders of pods that
-        are gone."""
+        are gone (under the Allocate lock: a folder made after the list is never taken)."""
         self.publish()
         root = Path(self.paths.region_root)
-        try:
-            live = {p.uid for p in self.cluster.pods_on_node(self.opts.node, fresh=True)}
-        except Exception as err:
-            self.log(f"cannot list the pods of node {self.opts.node}: {err}")
-            return
-        for folder in root.iterdir() if root.is_dir() else ():
-            uid, sep, _ = folder.name.partition("_")
-            if not sep or not folder.is_dir() or uid in live:
-                continue
-            self.allocated = {k: v for k, v in self.allocated.items() if v.pod.uid != uid}
-            shutil.rmtree(folder, ignore_errors=True)
+        with self.alloc_lock:
+            try:
+                live = {p.uid for p in self.cluster.pods_on_node(self.opts.node, fresh=True)}
+            except Exception as err:
+                self.log(f"cannot list the pods of node {self.opts.node}: {err}")
+                return
+            for folder in root.iterdir() if root.is_dir() else ():
+                uid, sep, _ = folder.name.partition("_")
+                if not sep or not folder.is_dir() or uid in live:
+                    continue
+                self.allocated = {k: v for k, v in self.allocated.items() if v.pod.uid != uid}
+                shutil.rmtree(folder, ignore_errors=True)
+                self.log(f"removed the region folder of gone pod {uid}: {folder}")
 
     def stop(self) -> None:
         self.stopping.set()

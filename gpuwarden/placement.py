@@ -64,6 +64,7 @@ __all__ = [
     "choose",
     "denial_for",
     "fit",
+    "fits_one",
     "fullness",
     "ledger_usage",
     "node_key",
@@ -412,34 +413,32 @@ def fullness(node: NodeState) -> float:
 
 
 def quick_fits(summary: Summary, pod: PodRequest,
-               memo: dict[tuple[int, int], tuple[int, bool]] | None = None) -> bool | None:
+               memo: dict[int, int] | None = None) -> bool | None:
     """Whether the pod fits, decided from the summary alone for the common shape (one GPU
     container, no init container, no selectors); None when `fit` must decide. Agrees with
-    `fit` wherever it answers (a property test holds them together)."""
-    if len(pod.containers) != 1 or pod.selectors != _NO_SELECTORS:
+    `fit` wherever it answers (a property test holds them together). `memo` keeps the
+    container's need per GPU size; give one per pod."""
+    if len(pod.containers) != 1 or pod.selectors != _NO_SELECTORS or pod.containers[0].init:
         return None
-    c = pod.containers[0]
-    if c.init:
-        return None
-    cores = c.cores
-    found = 0
-    memory = {} if memo is None else memo  # (id(container), GPU MiB) -> (need MiB, oversize)
-    ident = id(c)
+    return fits_one(summary, pod.containers[0], {} if memo is None else memo)
+
+
+def fits_one(summary: Summary, c: ContainerRequest, memo: dict[int, int]) -> bool:
+    """`quick_fits` for one app container; memo: GPU MiB -> MiB needed (-1: never fits)."""
+    cores, count, found = c.cores, c.count, 0
     for free_mem, free_cores, free_slices, used_slices, total_mem, total_cores in summary:
-        if free_slices <= 0 or (total_cores and free_cores <= 0):
+        if free_slices <= 0 or (total_cores and (free_cores <= 0 or cores > free_cores)):
             continue
         if cores >= 100 and used_slices > 0:
             continue
-        if total_cores and cores > free_cores:
-            continue
-        need = memory.get((ident, total_mem))
+        need = memo.get(total_mem)
         if need is None:
             device = GpuDevice("", 0, total_mem, total_cores)
-            need = memory[(ident, total_mem)] = (c.memory_on(device), c.oversize(device))
-        if need[1] or need[0] > free_mem:
+            need = memo[total_mem] = -1 if c.oversize(device) else c.memory_on(device)
+        if need < 0 or need > free_mem:
             continue
         found += 1
-        if found >= c.count:
+        if found >= count:
             return True
     return False
 

@@ -8,6 +8,7 @@ rely on them; messages may be reworded.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -106,14 +107,21 @@ class Diagnostic:
     def render(self) -> str:
         """`file:line:col: error[GW012]: message`, the source line, a caret under the span."""
         s = self.span
-        out = [f"{s.file}:{s.line}:{s.col}: {self.severity.value}[{self.code}]: {self.message}"]
+        message = _clip_quoted(self.message)
+        out = [f"{s.file}:{s.line}:{s.col}: {self.severity.value}[{self.code}]: {message}"]
         if self.source_line:
             line = self.source_line.rstrip("\n").expandtabs(1)
             width = max(1, (s.end_col - s.col) if s.end_line == s.line else len(line) - s.col + 1)
+            start = s.col - 1
+            if len(line) > SNIPPET_WIDTH:  # a hostile 1 MB line: a window around the caret
+                first = max(0, start - SNIPPET_WIDTH // 4)
+                line = ("..." if first else "") + line[first:first + SNIPPET_WIDTH] + "..."
+                start = start - first + (3 if first else 0)
+                width = min(width, SNIPPET_WIDTH - (start - (3 if first else 0)))
             out.append(f" {line}")
-            out.append(" " + " " * (s.col - 1) + "^" * width)
+            out.append(" " + " " * start + "^" * max(1, width))
         if self.hint:
-            out.append(f"  = hint: {self.hint}")
+            out.append(f"  = hint: {_clip_quoted(self.hint)}")
         for span, note in self.related:
             out.append(f"  = note: {span.file}:{span.line}:{span.col}: {note}")
         return "\n".join(out)
@@ -127,6 +135,17 @@ class Diagnostic:
             **self.span.to_json(),
             "related": [{**sp.to_json(), "message": note} for sp, note in self.related],
         }
+
+
+SNIPPET_WIDTH = 160
+_LONG_QUOTE = re.compile(r"([`\"])([^`\"\n]{81,})\1")
+
+
+def _clip_quoted(text: str) -> str:
+    """A quoted token (`...` or "...") of more than 80 characters is cut in a message or hint,
+    saying how long it was: a hostile 1 MB name must not make a 1 MB diagnostic."""
+    return _LONG_QUOTE.sub(lambda m: f"{m[1]}{m[2][:60]}...{m[1]} ({len(m[2])} characters)",
+                           text)
 
 
 def source_lines(text: str) -> list[str]:
@@ -160,6 +179,8 @@ def closest(word: str, choices: Sequence[str]) -> str | None:
     """The choice nearest to `word` if it is near enough to be a plausible typo."""
     best: tuple[int, str] | None = None
     for choice in choices:
+        if abs(len(word) - len(choice)) > 3:  # never within the limit below; and a 1 MB
+            continue                          # unknown word must not cost seconds
         d = _distance(word, choice)
         if best is None or d < best[0]:
             best = (d, choice)

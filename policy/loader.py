@@ -7,10 +7,11 @@ so they accept and reject exactly the same policies.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
-import glob
 import hashlib
 import os
+import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -157,8 +158,11 @@ class _Loader:
                        "moved and checked anywhere", source=src)
             return False
         if _GLOB_CHARS & set(target):
-            matches = sorted(Path(p) for p in glob.glob(str(base / target), recursive=True)
-                             if Path(p).is_file())
+            matches = _glob(base, target)
+            if matches is None:
+                self.error("GW015", inc.path.span, f"include `{target}` matches more than "
+                           f"{MAX_GLOB_FILES} files", "narrow the pattern", source=src)
+                return False
             if not matches:
                 self.error("GW103", inc.path.span, f"include `{target}` matches no files",
                            f"looked in {display_path(base)}", Severity.WARNING, source=src)
@@ -190,8 +194,48 @@ class _Loader:
         return defines
 
 
+MAX_FILE_BYTES = 4 << 20  # far above any real policy file; bounds memory and parse time
+
+
 def _read(path: Path) -> str:
-    return path.read_text("utf-8")
+    """A policy file's text. Only regular files are read (a FIFO would block for ever, a
+    symlink to /dev/zero never end), at most MAX_FILE_BYTES."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "it is not a regular file (a FIFO, device or socket)")
+        if st.st_size > MAX_FILE_BYTES:
+            raise OSError(errno.EFBIG, f"it is {st.st_size} bytes, a policy file may have at "
+                          f"most {MAX_FILE_BYTES}")
+        data = os.read(fd, MAX_FILE_BYTES + 1)
+        while len(data) <= MAX_FILE_BYTES and (more := os.read(fd, MAX_FILE_BYTES + 1 -
+                                                               len(data))):
+            data += more
+        if len(data) > MAX_FILE_BYTES:
+            raise OSError(errno.EFBIG, f"it has more than {MAX_FILE_BYTES} bytes")
+    finally:
+        os.close(fd)
+    return data.decode("utf-8")
+
+
+MAX_GLOB_FILES = 1000
+
+
+def _glob(base: Path, pattern: str) -> list[Path] | None:
+    """Files under base matching an include pattern, sorted; None beyond MAX_GLOB_FILES.
+    `**` never follows a symlink to a directory (pathlib's rule), so a symlink loop beside the
+    policy cannot make the walk endless."""
+    found: list[Path] = []
+    try:
+        for p in base.glob(pattern):
+            if p.is_file():
+                found.append(p)
+                if len(found) > MAX_GLOB_FILES:
+                    return None
+    except (OSError, ValueError):  # an unreadable folder; a pattern pathlib refuses
+        pass
+    return sorted(found)
 
 
 class _ParseCache:

@@ -104,6 +104,9 @@ def _check_field(field: ast.Field, is_has: bool, lines: list[str]) -> list[Diagn
 def _check_regex(value: ast.Value, lines: list[str]) -> list[Diagnostic]:
     try:
         re.compile(value.string)
+    except (OverflowError, RecursionError) as err:  # `a{99999999999}`, thousands of `(`
+        return [_err("GW009", value.span, f"invalid regular expression: {err}", lines,
+                     "regexes use Python `re` syntax and must match the whole value")]
     except re.error as err:
         col = value.span.col + 1 + (err.pos or 0)
         span = Span(value.span.file, value.span.line, min(col, value.span.end_col - 1),

@@ -165,14 +165,19 @@ def parse_size_value(values: Sequence[ast.Value], where: Span, key: str) -> Pars
     return Parsed(mib, format_mib(mib))
 
 
+def _short(text: str, keep: int = 40) -> str:
+    """A value as quoted in a message: a hostile 5,000-digit one is cut, saying how long it was."""
+    return text if len(text) <= keep else f"{text[:keep]}... ({len(text)} characters)"
+
+
 def parse_weight(values: Sequence[ast.Value], where: Span, key: str) -> Parsed:
     v = _one(values, where, key)
     if v.kind != "number" or "." in v.text:
         raise BadValue("GW006", v.span, f"`weight` must be a whole number, not `{v.text}`",
                        "higher weight wins; rules without a weight have 0")
-    n = int(v.text)
+    n = int(v.text) if len(v.text.lstrip("0")) <= 7 else 1_000_001  # no 5,000-digit int()
     if n > 1_000_000:
-        raise BadValue("GW008", v.span, f"weight {n} is out of range", "0..1000000")
+        raise BadValue("GW008", v.span, f"weight {_short(v.text)} is out of range", "0..1000000")
     return Parsed(n, str(n))
 
 

@@ -194,6 +194,19 @@ def test_kubelet_restart_is_followed_by_registration_within_2s(make_bed) -> None
     assert stub.GetDevicePluginOptions(pb.Empty(), timeout=2).pre_start_required
 
 
+def test_region_folders_of_gone_pods_are_removed_and_live_ones_kept(make_bed) -> None:
+    bed = make_bed()
+    gone = bed.cluster.add(assigned_pod("gone", [("c", [(A0, 1000, 0)])]))
+    bed.cluster.add(assigned_pod("live", [("c", [(A1, 1000, 0)])]))
+    allocate(bed, [f"{A0}::0"])
+    allocate(bed, [f"{A1}::0"])
+    del bed.cluster.pods[gone.uid]
+    bed.plugin.maintain()
+    assert sorted(p.name for p in bed.regions.glob("uid-*")) == ["uid-live_c"]
+    assert (bed.regions / "node").is_dir() and (bed.regions / "ld.so.preload").is_file()
+    assert [p.pod.name for p in bed.plugin.allocated.values()] == ["live"]
+
+
 def test_stop_removes_the_socket(make_bed) -> None:
     bed = make_bed()
     sock = bed.dir / "dp" / "gpuwarden.sock"

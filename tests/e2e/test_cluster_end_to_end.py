@@ -10,8 +10,10 @@ RBAC (not the admin's credentials).
    gpuwarden_violations_total incremented, and the alert that `promtool test rules` proves would
    fire on that series;
 3. a pod the policy denies is refused at apply;
-4. the policy ConfigMap is edited (the kubelet's atomic swap of the volume's ..data link, done
-   here on the host where the agent runs) and the new limit reaches the running pod's region;
+4. the policy ConfigMap is edited and the new limit reaches the running pod's region: the
+   agent reads the policy from the ConfigMap volume the kubelet keeps for a pod that mounts it
+   (as the DaemonSet's agent container does), and the pod is annotated after the edit so that
+   the kubelet refreshes the volume at once instead of at its next periodic sync (~1 min);
 5. the agent is killed and restarted while pods run: no false kill, the slices hold.
 
 The components run as processes on this machine (the image cannot be built here), with the
@@ -36,12 +38,10 @@ from typing import Any
 import pytest
 import yaml
 from agent_harness import AgentProc
-from testbed.volumes import ConfigMapVolume
 
 pytestmark = [pytest.mark.k8s, pytest.mark.bpf, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-DEPLOY = REPO / "deploy"
 PROBE_SRC = REPO / "tests" / "k8s" / "deviceplugin" / "slice_probe.c"
 MIB = 1 << 20
 NS = "gpuwarden-system"
@@ -109,7 +109,8 @@ class Stack:
         self.cp, self.node, self.api, self.folder = cp, node, api, folder
         self.procs: list[Proc] = []
         self.agent: AgentProc | None = None
-        self.policy = ConfigMapVolume(folder / "policy-volume")
+        self.policy = Path()  # the policy ConfigMap's volume, as the kubelet keeps it
+        self.carrier = ""  # the pod that mounts it
         self.regions = folder / "regions"
         self.namespace = ""
         self.webhook = f"gpuwarden-e2e-{secrets.token_hex(3)}"
@@ -174,7 +175,7 @@ def stack(k8s_cluster: Any, k8s_node: Any, k8s_api: Any,
                     and d["metadata"]["name"].startswith("gpuwarden-settings"))
     settings_file = folder / "settings.yaml"
     settings_file.write_text(settings["data"]["config.yaml"])
-    st.policy.write({"cluster.gwp": (DEPLOY / "policy" / "cluster.gwp").read_text()})
+    st.policy = _policy_volume(st, docs)
     py = [sys.executable, "-m", "gpuwarden"]
     node_kc = _kubeconfig(st, "gpuwarden-node")
     try:
@@ -199,7 +200,7 @@ def stack(k8s_cluster: Any, k8s_node: Any, k8s_api: Any,
         tls = folder / "tls"
         ext = Proc("extender", [
             *py, "extender", f"--kubeconfig={_kubeconfig(st, 'gpuwarden-extender')}",
-            f"--policy={st.policy.root}", f"--settings={settings_file}",
+            f"--policy={st.policy}", f"--settings={settings_file}",
             "--address=127.0.0.1", "--port=0", "--webhook-port=0",
             f"--tls-generate={tls}", "--tls-hosts=127.0.0.1"], env, folder).start()
         st.procs.append(ext)
@@ -240,7 +241,7 @@ def stack(k8s_cluster: Any, k8s_node: Any, k8s_api: Any,
         st.procs.append(sched)
 
         # the agent in cluster mode
-        st.agent = AgentProc(folder / "agent-state", [st.policy.root], env, [
+        st.agent = AgentProc(folder / "agent-state", [st.policy], env, [
             "--kubernetes", f"--node={k8s_node.name}", f"--kubeconfig={node_kc}",
             f"--regions-root={st.regions}"])
         st.agent.start()
@@ -258,6 +259,11 @@ def stack(k8s_cluster: Any, k8s_node: Any, k8s_api: Any,
         with _suppress():
             client.AdmissionregistrationV1Api(k8s_api).delete_mutating_webhook_configuration(
                 st.webhook)
+        if st.carrier:
+            with _suppress():
+                st.core().delete_namespaced_pod(st.carrier, NS, grace_period_seconds=0)
+        with _suppress():
+            st.core().delete_namespaced_config_map("gpuwarden-policy", NS)
         if st.namespace:
             with _suppress():
                 st.core().delete_namespace(st.namespace, grace_period_seconds=0)
@@ -265,6 +271,29 @@ def stack(k8s_cluster: Any, k8s_node: Any, k8s_api: Any,
             st.agent.stop()
         for p in reversed(st.procs):
             p.stop()
+
+
+def _policy_volume(st: Stack, docs: list[dict[str, Any]]) -> Path:
+    """deploy/'s policy ConfigMap, created for real, mounted by a pod on the node: the folder
+    the kubelet writes for that volume (the agent's container would see it at
+    /etc/gpuwarden/policy)."""
+    from testbed.kube import pod_manifest, wait_pod_phase
+
+    cm = next(d for d in docs if d["kind"] == "ConfigMap"
+              and d["metadata"]["name"] == "gpuwarden-policy")
+    st.core().create_namespaced_config_map(NS, {"metadata": {"name": "gpuwarden-policy"},
+                                                "data": cm["data"]})
+    st.carrier = f"policy-carrier-{secrets.token_hex(3)}"
+    pod = pod_manifest(st.carrier, "gpuwarden.test/busybox:1", ["sleep", "3600"],
+                       node_name=st.node.name,
+                       volumeMounts=[{"name": "policy", "mountPath": "/etc/gpuwarden/policy"}])
+    pod["spec"]["volumes"] = [{"name": "policy", "configMap": {"name": "gpuwarden-policy"}}]
+    made = st.core().create_namespaced_pod(NS, pod)
+    wait_pod_phase(st.api, NS, st.carrier, phases=("Running",), timeout=60)
+    folder = (st.node.kubelet_root / "pods" / made.metadata.uid / "volumes" /
+              "kubernetes.io~configmap" / "policy")
+    assert (folder / "cluster.gwp").is_file() and (folder / "..data").is_symlink()
+    return folder
 
 
 def _suppress() -> Any:
@@ -427,9 +456,14 @@ def test_an_edited_policy_configmap_gives_the_running_pod_its_new_limit(stack: S
         assert r.snapshot().devices[0].limit_bytes == 1000 * MIB
     assert stack.agent is not None
     n = len(stack.agent.events())
-    stack.policy.write({"cluster.gwp": (DEPLOY / "policy" / "cluster.gwp").read_text()
-                        + CAP_RULE})
-    stack.agent.wait_event(lambda e: e.get("event") == "policy_reload" and e["ok"], after=n)
+    text = (stack.policy / "cluster.gwp").read_text()
+    stack.core().patch_namespaced_config_map("gpuwarden-policy", NS,
+                                             {"data": {"cluster.gwp": text + CAP_RULE}})
+    stack.core().patch_namespaced_pod(stack.carrier, NS, {"metadata": {"annotations": {
+        "gpuwarden.test/resync": str(time.time())}}})  # the kubelet's sync, now
+    stack.agent.wait_event(lambda e: e.get("event") == "policy_reload" and e["ok"], after=n,
+                           timeout=30)
+    assert "e2e-holder-cap" in (stack.policy / "cluster.gwp").read_text()
 
     def limit() -> int:
         with Region.open(region) as r:

@@ -200,6 +200,9 @@ def test_pod_sees_its_slice_and_is_refused_memory_beyond_it(
                    "alloc_within": "0", "alloc_beyond": "2"}, out
     ann = done.metadata.annotations
     assert (ann[BIND_PHASE], ann[ALLOCATED]) == ("success", '["main"]')
+    # the kubelet's PodResources confirmed that the devices went to this container
+    assert f"pod {k8s_namespace}/probe container main verified through PodResources" in \
+        plugin.log.read_text()
     region = plugin.regions / f"{created.metadata.uid}_main" / "vgpu.region"
     with Region.open(region) as r:
         assert r.snapshot().device(uuid).limit_bytes == 1000 * MIB
