@@ -42,23 +42,23 @@ class KubeResources:
 
     def get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            out: dict[str, Any] = self.objects.get_namespaced_custom_object(
+            out: Any = self.objects.get_namespaced_custom_object(
                 GROUP, VERSION, namespace, "resourceclaims", name)
         except Exception as err:
             if self._missing(err):
                 return None
             raise
-        return out
+        return dict(out)
 
     def get_slice(self, name: str) -> dict[str, Any] | None:
         try:
-            out: dict[str, Any] = self.objects.get_cluster_custom_object(
+            out: Any = self.objects.get_cluster_custom_object(
                 GROUP, VERSION, "resourceslices", name)
         except Exception as err:
             if self._missing(err):
                 return None
             raise
-        return out
+        return dict(out)
 
     def put_slice(self, body: Mapping[str, Any], resource_version: str | None) -> None:
         body = dict(body)
