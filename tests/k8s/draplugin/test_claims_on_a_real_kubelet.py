@@ -148,21 +148,29 @@ def test_pod_with_a_1gib_10pct_claim_sees_its_slice_and_is_refused_memory_beyond
         k8s_api, k8s_node, k8s_namespace, driver, probe_image, sim) -> None:
     tpl = template(k8s_api, k8s_namespace)
     pod = claim_pod("probe", k8s_node.name, probe_image, tpl,
-                    ["/app/probe", str(512 * MIB), str(1024 * MIB)], sim)
+                    ["/app/probe", str(512 * MIB), str(1024 * MIB), "hold"], sim)
     core(k8s_api).create_namespaced_pod(k8s_namespace, pod)
-    done = wait_pod_phase(k8s_api, k8s_namespace, "probe", timeout=120)
-    out = k8s_node.container_log(done)
-    assert done.status.phase == "Succeeded", out + driver.text()
-    got = dict(line.split("=", 1) for line in out.split())
+    running = wait_pod_phase(k8s_api, k8s_namespace, "probe", phases=("Running", "Failed"),
+                             timeout=120)
+    assert running.status.phase == "Running", driver.text()
+
+    def report() -> dict[str, str] | None:
+        out = k8s_node.container_log(running)
+        return dict(line.split("=", 1) for line in out.split()) if "alloc_beyond" in out else None
+
+    got = wait_for(report, 60, "the probe's report")
     assert got == {"nvml_total": str(GIB), "cuda_total": str(GIB), "alloc_within": "0",
-                   "alloc_beyond": "2"}, out
+                   "alloc_beyond": "2"}, got
+    # while the pod runs, its claim holds 1 GiB / 10 % of one GPU, and so does its region
     (c,) = claims(k8s_api, k8s_namespace)
     (res,) = c["status"]["allocation"]["devices"]["results"]
     assert res["consumedCapacity"] == {"memory": "1Gi", "cores": "10"}
     region = driver.regions / "claims" / f"{c['metadata']['uid']}_gpu" / "vgpu.region"
     with Region.open(region) as r:
         snap = r.snapshot()
-    assert [d.limit_bytes for d in snap.devices] == [GIB]
+    assert [(d.limit_bytes, d.used_bytes > 512 * MIB) for d in snap.devices] == [(GIB, True)]
+    core(k8s_api).delete_namespaced_pod("probe", k8s_namespace, grace_period_seconds=0)
+    wait_for(lambda: not region.exists(), 60, "the claim's region removed after the pod")
 
 
 BURST = 12  # 2 GPUs x 8 GiB hold 8 claims of 2 GiB; the 4 others wait
