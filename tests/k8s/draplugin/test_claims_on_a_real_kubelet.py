@@ -208,11 +208,51 @@ def test_a_burst_of_claims_never_overallocates_and_a_deleted_pod_frees_its_share
                         "a pending pod starting on the freed share")
     took = time.monotonic() - t0
     print(f"pending pod {newcomer} Running {took:.1f} s after {victim} was deleted")
+    assert took < 30, f"the pending pod took {took:.1f} s to start after capacity freed"
     wait_for(lambda: f"unprepared claim {k8s_namespace}/{victim}-gpu" in driver.text(), 60,
              f"the claim of {victim} unprepared")
     assert all(v["memory"] <= 8 * GIB for v in consumed(claims(k8s_api, k8s_namespace)).values())
     for i in range(BURST):
-        v1.delete_namespaced_pod(f"b{i}", k8s_namespace, grace_period_seconds=0)
+        if f"b{i}" != victim:
+            v1.delete_namespaced_pod(f"b{i}", k8s_namespace, grace_period_seconds=0)
+
+
+def test_a_kubelet_restart_wipes_the_slice_and_the_driver_publishes_it_again(
+        k8s_api, k8s_node, driver) -> None:
+    before = driver.text().count("registered with the kubelet")
+    k8s_node.restart_kubelet()
+    wait_for(lambda: driver.text().count("registered with the kubelet") > before, 60,
+             "the driver registered again with the new kubelet")
+    sl = wait_for(lambda: node_slice(k8s_api, k8s_node.name), 60, "the slice published again")
+    assert sorted(d["name"] for d in sl["spec"]["devices"]) == ["gpu-0", "gpu-1"]
+
+
+def test_a_driver_restart_keeps_running_pods_confined_and_unprepares_them_later(
+        k8s_api, k8s_node, k8s_namespace, driver, probe_image, sim) -> None:
+    tpl = template(k8s_api, k8s_namespace, "gpu-700m", memory="700Mi", cores="0")
+    core(k8s_api).create_namespaced_pod(k8s_namespace, claim_pod(
+        "holder", k8s_node.name, probe_image, tpl,
+        ["/app/probe", str(300 * MIB), str(600 * MIB), "hold"], sim))
+    wait_pod_phase(k8s_api, k8s_namespace, "holder", phases=("Running",), timeout=120)
+    (c,) = claims(k8s_api, k8s_namespace)
+    region = driver.regions / "claims" / f"{c['metadata']['uid']}_gpu" / "vgpu.region"
+
+    def holding() -> bool:
+        with Region.open(region) as r:
+            return r.snapshot().devices[0].used_bytes >= 300 * MIB
+
+    wait_for(holding, 60, "the holder's allocation counted in its claim's region")
+    assert driver.stop() == 0
+    driver.start()
+    wait_for(lambda: "serving" in driver.text().rsplit("stopped", 1)[-1], 60,
+             "the restarted driver serving")
+    with Region.open(region) as r:
+        d = r.snapshot().devices[0]
+    assert d.limit_bytes == 700 * MIB and d.used_bytes >= 300 * MIB
+    assert core(k8s_api).read_namespaced_pod("holder", k8s_namespace).status.phase == "Running"
+    # the restarted driver unprepares what its predecessor prepared (from the checkpoint)
+    core(k8s_api).delete_namespaced_pod("holder", k8s_namespace, grace_period_seconds=0)
+    wait_for(lambda: not region.parent.exists(), 90, "the claim unprepared after the restart")
 
 
 def test_sigterm_stops_the_driver_and_removes_its_sockets(k8s_node, driver) -> None:

@@ -38,6 +38,8 @@ from gpuwarden.config import Settings
 pytestmark = pytest.mark.k8s
 
 GIB = 1 << 30
+# the fake nodes' label, which the pods select: other nodes of the test bed may publish slices
+POOL = {"gpuwarden.test/dra-fake": "true"}
 
 
 @pytest.fixture
@@ -49,7 +51,7 @@ def dra_nodes(k8s_api: Any, k8s_fake_node: Callable[..., object]
 
     def make(names: list[str], gpus: int, mib: int) -> None:
         for n in names:
-            k8s_fake_node(n, {"cpu": "64", "memory": "512Gi", "pods": "110"})
+            k8s_fake_node(n, {"cpu": "64", "memory": "512Gi", "pods": "110"}, labels=POOL)
             inv = [PhysicalGpu(f"GPU-{n}-{i}", i, mib, "NVIDIA H200", 0) for i in range(gpus)]
             body = resource_slice(n, inv, Settings(), generation=1)
             objects(k8s_api).create_cluster_custom_object(GROUP, V, "resourceslices", body)
@@ -69,6 +71,7 @@ def burst(api: Any, namespace: str, tpl: str, count: int, threads: int = 8) -> l
     def create(chunk: list[str]) -> None:
         for name in chunk:
             pod = pod_with_claim(pod_manifest(name, images.BUSYBOX_IMAGE, ["true"]), tpl)
+            pod["spec"]["nodeSelector"] = POOL
             try:
                 v1.create_namespaced_pod(namespace, pod)
             except client.ApiException as err:
