@@ -152,7 +152,7 @@ class Extender:
         self.set_policy(policy)
         self._releases: queue.Queue[tuple[str, str, str] | None] = queue.Queue()
         self.nodes = Informer("nodes", api.node_watch(), self._on_node, log)
-        self.pods = Informer("pods", api.pod_watch(), self._on_pod, log)
+        self.pods = Informer("pods", api.pod_watch(), self._on_pod, log, transform=_slim_pod)
         self.metrics.bind_views(lambda: list(self.views.values()))
         self._stop = threading.Event()
 
@@ -498,6 +498,15 @@ class Extender:
                                                       HAMI_BIND_PHASE: "failed",
                                                       ASSIGNMENT: None})
         return f"gpuwarden: bind of {ns}/{name} to {node} failed: {err}; {undo}"
+
+
+def _slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """What the extender keeps of each pod of the cluster: who it is, where, whether done."""
+    meta = pod.get("metadata") or {}
+    return {"metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion")
+                         if k in meta},
+            "spec": {"nodeName": (pod.get("spec") or {}).get("nodeName")},
+            "status": {"phase": (pod.get("status") or {}).get("phase")}}
 
 
 def _node_names(args: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]] | None]:
