@@ -328,7 +328,7 @@ def test_the_pod_cache_keeps_a_few_fields_of_each_pod() -> None:
 
 
 def test_a_failing_verb_still_answers_with_the_error(served: Any) -> None:
-    _, ext, srv = served
+    _, _, srv = served
 
     def broken(args: Any) -> Any:
         raise KeyError("surprise")
