@@ -138,10 +138,14 @@ class ControlServer:
         except ValueError as err:
             return {"ok": False, "code": 2, "error": f"bad request on the control socket: {err}"}
         op = req.get("op")
-        if op == "admit":
-            return dict(self.agent.admit(req, pid))
-        if op == "status":
-            return dict(self.agent.status())
+        try:
+            if op == "admit":
+                return dict(self.agent.admit(req, pid))
+            if op == "status":
+                return dict(self.agent.status())
+        except Exception as err:  # a bug: still one answer, and the socket keeps serving
+            return {"ok": False, "code": 2, "error": f"the agent failed on this {op} request "
+                    f"({type(err).__name__}: {err}); this is a gpuwarden bug, please report it"}
         return {"ok": False, "code": 2,
                 "error": f"unknown op {op!r} on the control socket (valid: admit, status)"}
 

@@ -143,18 +143,24 @@ def _next_container(pod: PodView, containers: Sequence[ContainerAssignment],
 
 
 def _default_grant(pod: PodView, uuids: Sequence[str], gpus: Mapping[str, PhysicalGpu],
-                   settings: Settings) -> ContainerAssignment | None:
+                   settings: Settings) -> tuple[ContainerAssignment | None, str]:
+    """A pod without an assignment: its next GPU container gets the defaults when it asks
+    only for the GPU resource, as many as the IDs; else None and why (or "")."""
     done = set(pod.allocated())
     for c in pod.containers:
         if c.gpus and c.name not in done:
-            if c.other_gpu_resources or c.gpus != len(uuids):
-                return None
+            if c.other_gpu_resources:
+                return None, (f"pod {pod.ref} container {c.name!r} asks for GPU memory or "
+                              f"cores but has no {ASSIGNMENT} annotation (is it scheduled by "
+                              f"the gpuwarden scheduler, {settings.scheduler_name}?)")
+            if c.gpus != len(uuids):
+                return None, ""
             grants = tuple(DeviceGrant(
                 uuid=u, index=gpus[u].index,
                 memory_mib=settings.default_mem_mib or scaled_mib(gpus[u], settings),
                 cores=settings.default_cores) for u in uuids)
-            return ContainerAssignment(name=c.name, devices=grants, init=c.init)
-    return None
+            return ContainerAssignment(name=c.name, devices=grants, init=c.init), ""
+    return None, ""
 
 
 def match_pod(pods: Sequence[PodView], node: str, device_ids: Sequence[str],
@@ -191,9 +197,11 @@ def match_pod(pods: Sequence[PodView], node: str, device_ids: Sequence[str],
                 candidates.append(((0 if exact else 1, pod.created, pod.ref),
                                    Match(pod, c, True)))
             else:
-                dc = _default_grant(pod, uuids, gpus, settings)
+                dc, note = _default_grant(pod, uuids, gpus, settings)
                 if dc is not None:
                     candidates.append(((2, pod.created, pod.ref), Match(pod, dc, False)))
+                elif note:
+                    notes.append(note)
         except AnnotationError as err:
             notes.append(f"pod {pod.ref} was skipped: {err}")
     if not candidates:

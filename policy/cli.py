@@ -263,6 +263,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
             print(f"explain: {err}", file=sys.stderr)
             status = 1
             continue
+        if not docs:
+            print(f"explain: {pod_path}: holds no Kubernetes object (give a Pod, a workload "
+                  "with a pod template, or a List of them, in YAML or JSON)", file=sys.stderr)
+            status = 1
+            continue
         expanded: list[Any] = []
         for doc in docs:
             if isinstance(doc, dict) and doc.get("kind") == "List":
