@@ -48,6 +48,7 @@ from gpuwarden.placement import (
     NodeState,
     PlacementError,
     PodPlanner,
+    Selectors,
     Summary,
     fit,
     fits_one,
@@ -352,7 +353,8 @@ class Extender:
         views = self.views
         planner = plan.planner
         # the fast path: one decision per (node state, request) for one-container pods
-        simple: dict[int, tuple[ContainerRequest, dict[int, int]] | None] = {}
+        Quick = tuple[ContainerRequest, dict[int, int], Selectors | None]
+        simple: dict[int, Quick | None] = {}
         decided: dict[tuple[int, int], bool] = {}
         for name in names:
             view = views.get(name)
@@ -361,14 +363,16 @@ class Extender:
                 if not isinstance(request, Denial):
                     rid = id(request)
                     if rid not in simple:
-                        simple[rid] = ((request.containers[0], {})
+                        sel = request.selectors
+                        simple[rid] = ((request.containers[0], {}, sel if sel.use_types
+                                        or sel.nouse_types else None)
                                        if quick_fits((), request) is not None else None)
                     one = simple[rid]
                     if one is not None:
                         k = (id(view.summary), rid)
                         quick = decided.get(k)
                         if quick is None:
-                            quick = decided[k] = fits_one(view.summary, one[0], one[1])
+                            quick = decided[k] = fits_one(view.summary, *one)
                         if quick:
                             ok.add(name)
                             continue

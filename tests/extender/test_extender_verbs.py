@@ -325,3 +325,14 @@ def test_the_pod_cache_keeps_a_few_fields_of_each_pod() -> None:
     ext.pods.apply({"type": "MODIFIED", "object": {**c.pods["default/p"],
                                                    "status": {"phase": "Running"}}})
     assert ext.pods.get("default/p")["status"] == {"phase": "Running"}  # type: ignore[index]
+
+
+def test_a_failing_verb_still_answers_with_the_error(served: Any) -> None:
+    _, _, srv = served
+
+    def broken(args: Any) -> Any:
+        raise KeyError("surprise")
+
+    srv.routes["/filter"] = broken
+    code, body = _post(srv.port, "/filter", b"{}")
+    assert code == 500 and body == {"Error": "/filter: KeyError: 'surprise'"}
