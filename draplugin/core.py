@@ -57,8 +57,9 @@ class ClaimError(ValueError):
 # ---- quantities --------------------------------------------------------------------------------
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL: dict[str, int | Fraction] = {"": 1, "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000),
-            "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_DECIMAL: dict[str, int | Fraction] = {
+    "": 1, "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000),
+    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
 _QTY = re.compile(r"^([+-]?\d+(?:\.\d*)?|[+-]?\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|"
                   r"[eE][+-]?\d+)?$")
 
