@@ -10,7 +10,7 @@ from __future__ import annotations
 import socketserver
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["BoundedThreadingMixIn"]
 
@@ -26,6 +26,9 @@ class BoundedThreadingMixIn(socketserver.ThreadingMixIn):
 
     def refuse(self, request: Any) -> None:
         """Tell a connection over the bounds so, without blocking (default: nothing)."""
+
+    if TYPE_CHECKING:  # provided by the server class this is mixed into
+        def shutdown_request(self, request: Any) -> None: ...
 
     _open: dict[Any, int]
     _open_lock: threading.Lock
