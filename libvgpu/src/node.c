@@ -179,7 +179,10 @@ void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
             continue;
         if (nseen < 64)
             seen[nseen++] = cid;
-        if (LD(&s->priority) == 0)
+        /* A high-priority container claims the GPU (lows yield) only when it is not itself
+         * held to a share; a paced one is a plain neighbour: lows take turns with it, each
+         * held to its own share, instead of leaving the GPU idle beside a capped high. */
+        if (LD(&s->priority) == 0 && !(LD(&s->flags) & VGPU_NODE_FLAG_LIMITED))
             out->high++;
         else
             out->low++;

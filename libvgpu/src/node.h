@@ -41,8 +41,9 @@ void vgpu_node_touch(struct vgpu_node_region *r, int slot, uint64_t now_ns);
 void vgpu_node_release(struct vgpu_node_region *r, int slot, uint64_t owner);
 
 struct vgpu_node_census {
-    uint32_t high;    /* other containers active on the GPU, priority 0 */
-    uint32_t low;     /* ... priority 1 */
+    uint32_t high;    /* other active containers on the GPU, priority 0 and not paced: lows
+                       * yield to them */
+    uint32_t low;     /* ... priority 1, or priority 0 but held to a share (paced) */
     uint32_t present; /* other containers with a live process on the GPU, active or not */
 };
 
