@@ -48,6 +48,7 @@ from gpuwarden.placement import (
     NodeState,
     PlacementError,
     PodPlanner,
+    Selectors,
     Summary,
     fit,
     fits_one,
@@ -152,7 +153,7 @@ class Extender:
         self.set_policy(policy)
         self._releases: queue.Queue[tuple[str, str, str] | None] = queue.Queue()
         self.nodes = Informer("nodes", api.node_watch(), self._on_node, log)
-        self.pods = Informer("pods", api.pod_watch(), self._on_pod, log)
+        self.pods = Informer("pods", api.pod_watch(), self._on_pod, log, transform=_slim_pod)
         self.metrics.bind_views(lambda: list(self.views.values()))
         self._stop = threading.Event()
 
@@ -352,7 +353,8 @@ class Extender:
         views = self.views
         planner = plan.planner
         # the fast path: one decision per (node state, request) for one-container pods
-        simple: dict[int, tuple[ContainerRequest, dict[int, int]] | None] = {}
+        Quick = tuple[ContainerRequest, dict[int, int], Selectors | None]
+        simple: dict[int, Quick | None] = {}
         decided: dict[tuple[int, int], bool] = {}
         for name in names:
             view = views.get(name)
@@ -361,14 +363,16 @@ class Extender:
                 if not isinstance(request, Denial):
                     rid = id(request)
                     if rid not in simple:
-                        simple[rid] = ((request.containers[0], {})
+                        sel = request.selectors
+                        simple[rid] = ((request.containers[0], {}, sel if sel.use_types
+                                        or sel.nouse_types else None)
                                        if quick_fits((), request) is not None else None)
                     one = simple[rid]
                     if one is not None:
                         k = (id(view.summary), rid)
                         quick = decided.get(k)
                         if quick is None:
-                            quick = decided[k] = fits_one(view.summary, one[0], one[1])
+                            quick = decided[k] = fits_one(view.summary, *one)
                         if quick:
                             ok.add(name)
                             continue
@@ -498,6 +502,15 @@ class Extender:
                                                       HAMI_BIND_PHASE: "failed",
                                                       ASSIGNMENT: None})
         return f"gpuwarden: bind of {ns}/{name} to {node} failed: {err}; {undo}"
+
+
+def _slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """What the extender keeps of each pod of the cluster: who it is, where, whether done."""
+    meta = pod.get("metadata") or {}
+    return {"metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion")
+                         if k in meta},
+            "spec": {"nodeName": (pod.get("spec") or {}).get("nodeName")},
+            "status": {"phase": (pod.get("status") or {}).get("phase")}}
 
 
 def _node_names(args: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]] | None]:

@@ -312,3 +312,27 @@ def test_a_binding_whose_answer_was_lost_is_kept() -> None:
     assert decode_allocations(c.nodes["a"]["metadata"]["annotations"][ALLOCATIONS]
                               ).get("uid-p") is not None
     assert ASSIGNMENT in c.pods["default/p"]["metadata"]["annotations"]
+
+
+def test_the_pod_cache_keeps_a_few_fields_of_each_pod() -> None:
+    c = FakeCluster()
+    c.add_pod("p", {"gpumem": 1000}, annotations={"big": "x" * 10000})
+    ext = extender(c)
+    assert ext.pods.get("default/p") == {
+        "metadata": {"name": "p", "namespace": "default", "uid": "uid-p",
+                     "resourceVersion": c.pods["default/p"]["metadata"]["resourceVersion"]},
+        "spec": {"nodeName": None}, "status": {"phase": "Pending"}}
+    ext.pods.apply({"type": "MODIFIED", "object": {**c.pods["default/p"],
+                                                   "status": {"phase": "Running"}}})
+    assert ext.pods.get("default/p")["status"] == {"phase": "Running"}  # type: ignore[index]
+
+
+def test_a_failing_verb_still_answers_with_the_error(served: Any) -> None:
+    _, _, srv = served
+
+    def broken(args: Any) -> Any:
+        raise KeyError("surprise")
+
+    srv.routes["/filter"] = broken
+    code, body = _post(srv.port, "/filter", b"{}")
+    assert code == 500 and body == {"Error": "/filter: KeyError: 'surprise'"}
