@@ -16,6 +16,7 @@ echo "== import contracts"; lint-imports
 echo "== mypy (device plugin, settings)"; mypy deviceplugin gpuwarden/config.py
 echo "== mypy (extender, placement, annotations; the policy package it reads is not typed clean yet)"
 mypy --follow-imports=silent extender gpuwarden/placement.py gpuwarden/annotations.py gpuwarden/informer.py
+echo "== mypy (the Kubernetes test bed)"; mypy --strict tests/testbed
 echo "== example policies"
 gpuwarden policy check examples/policies
 gpuwarden policy test examples/policies/tests
