@@ -9,13 +9,15 @@ the response, its alert name and severity), so that alert rules can route on the
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, make_server
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client.core import (
     CollectorRegistry,
@@ -24,9 +26,10 @@ from prometheus_client.core import (
     InfoMetricFamily,
     Metric,
 )
-from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
+from prometheus_client.exposition import make_wsgi_app
 from prometheus_client.registry import Collector
 
+from agent.bounded import BoundedThreadingMixIn
 from agent.model import ViolationLabels, WorkloadKey
 
 __all__ = ["AgentCollector", "GpuRow", "MetricsServer", "Row", "View"]
@@ -244,10 +247,25 @@ class MetricsServer:
             return [body]
 
         class Quiet(WSGIRequestHandler):
+            timeout = 5.0  # an idle connection is closed, never held
+
             def log_message(self, format: str, *args: Any) -> None:
                 return
 
-        self.httpd = make_server(host, port, app, ThreadingWSGIServer, handler_class=Quiet)
+        class Server(BoundedThreadingMixIn, WSGIServer):
+            """At most 32 connections at once, 8 per client address (agent.bounded)."""
+
+            max_connections, max_per_peer = 32, 8
+
+            def peer(self, request: Any, client_address: Any) -> Any:
+                return client_address[0]
+
+            def refuse(self, request: Any) -> None:
+                with contextlib.suppress(OSError):
+                    request.send(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                                 b"Connection: close\r\n\r\n", socket.MSG_DONTWAIT)
+
+        self.httpd = make_server(host, port, app, Server, handler_class=Quiet)
         self.port = self.httpd.server_address[1]
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="metrics",
                                         daemon=True)

@@ -175,6 +175,7 @@ class FastLalr:
 
     def parse(self, text: str) -> Any:
         actions, scanners, kept, max_depth = self.actions, self.scanners, self.kept, self.max_depth
+        end_state = self.end
         state_stack = [self.start]
         value_stack: list[Any] = []
         pos, end, line, line_start = 0, len(text), 1, 0
@@ -227,8 +228,8 @@ class FastLalr:
                         return None
                     break
                 size, callback, origin = action  # type: ignore[misc]
-                if callback is None:
-                    del state_stack[-1]
+                if callback is None:  # the value stays; only the state below decides the goto
+                    state_stack[-1] = goto = actions[state_stack[-2]][origin]  # type: ignore[assignment]
                 else:
                     if size:
                         children = value_stack[-size:]
@@ -237,7 +238,7 @@ class FastLalr:
                     else:
                         children = []
                     value_stack.append(callback(children))
-                goto = actions[state_stack[-1]][origin]
-                state_stack.append(goto)  # type: ignore[arg-type]
-                if is_end and goto == self.end:
+                    goto = actions[state_stack[-1]][origin]
+                    state_stack.append(goto)  # type: ignore[arg-type]
+                if is_end and goto == end_state:
                     return value_stack[-1]

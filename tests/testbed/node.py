@@ -160,7 +160,7 @@ class Node:
     def start(cls, cp: ControlPlane, name: str = "testbed-node", *, timeout: float = 60.0,
               lock_timeout: float | None = None) -> Node:
         """A Ready, untainted node with the pause and busybox images imported.  Waits at most
-        `lock_timeout` seconds (GPUWARDEN_TESTBED_LOCK_TIMEOUT, else 300) for another run's
+        `lock_timeout` seconds (GPUWARDEN_TESTBED_LOCK_TIMEOUT, else 900) for another run's
         kubelet to stop."""
         node = cls(cp, name)
         node.up(timeout=timeout, lock_timeout=lock_timeout)
@@ -171,7 +171,7 @@ class Node:
         if self.components:
             raise RuntimeError(f"node {self.name} is already up ({', '.join(self.components)})")
         if lock_timeout is None:
-            lock_timeout = float(os.environ.get("GPUWARDEN_TESTBED_LOCK_TIMEOUT", "300"))
+            lock_timeout = float(os.environ.get("GPUWARDEN_TESTBED_LOCK_TIMEOUT", "900"))
         t0 = time.perf_counter()
         self.lock.acquire(lock_timeout)
         self.startup_seconds = {"kubelet lock wait": time.perf_counter() - t0}
