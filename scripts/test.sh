@@ -19,6 +19,7 @@ mypy --follow-imports=silent extender gpuwarden/placement.py gpuwarden/annotatio
 echo "== mypy (reliability: region, control socket, reload, ledger, decide, flag types)"
 mypy --follow-imports=silent libvgpu/region.py agent/control.py agent/bounded.py agent/reload.py agent/ledger.py \
   agent/decide.py gpuwarden/argtypes.py
+echo "== mypy (the Kubernetes test bed)"; mypy --strict tests/testbed
 echo "== example policies"
 gpuwarden policy check examples/policies
 gpuwarden policy test examples/policies/tests

@@ -35,6 +35,9 @@
                                     * H200), which a launch-bound application pays */
 #define HORIZON_UNKNOWN_NS 1000000ull /* busy horizon of a launch whose cost is not known yet */
 #define RING           32u         /* measurements in flight per device */
+#define CLAIM_MAX      8u          /* claiming-high processes a low watches per device */
+#define CLAIM_POLL_NS  100000ull   /* a low waiting for a claiming high re-checks this often */
+#define WATCH_NS       1000000ull  /* a high one with late work re-checks it this often */
 #define POOL           (2u * RING + 4u)
 
 uint32_t vgpu_compute_word;
@@ -62,6 +65,9 @@ struct pend {
 struct cdev {
     uint32_t limit;   /* verdict: pace to this share, 0 not paced (atomic) */
     uint32_t yield;   /* verdict: wait (atomic) */
+    uint32_t forced;  /* the agent's override says yield (atomic) */
+    uint32_t nclaim;  /* a low's claiming-high neighbours, slots in claim[] (atomic; ticker) */
+    uint32_t claim[CLAIM_MAX];
     uint32_t track;   /* others share the GPU: keep the busy horizon even when not paced */
     uint32_t sharing; /* another container is active on the GPU: pace in bursts (atomic) */
     uint64_t turn;    /* paced containers take turns: turn_pack(), 0 none (atomic) */
@@ -469,6 +475,68 @@ static uint64_t turn_of(const struct cdev *c, uint64_t now, uint32_t limit)
     return turn_pack(lim_turn_window(m, n + 1, G.container_id));
 }
 
+static void poll_locked(struct cdev *c);
+static _Thread_local int t_ticker; /* this thread is the ticker (its capture mode is relaxed) */
+
+/* A high-priority process whose measured work runs late (not complete past its estimated end:
+ * it may wait in a synchronise behind other containers' queued work): the ticker polls the
+ * measurements itself, since no launch comes to do it.  Work on time needs nothing: the busy
+ * horizon its launches published covers it. */
+static int still_busy(struct cdev *c, uint64_t now)
+{
+    uint32_t n;
+    uint64_t due = 0;
+
+    static _Thread_local CUcontext current; /* the ticker's own current context */
+
+    if (!t_ticker || G.priority != LIM_PRIORITY_HIGH || LD(&c->limit) || LD(&c->count) == 0)
+        return 0;
+    spin_lock(&c->lock);
+    /* the events belong to pool_ctx: make it the ticker's current context for the queries */
+    if (c->pool_ctx != NULL && c->pool_ctx != current && vgpu_cu.cuCtxSetCurrent != NULL &&
+        vgpu_cu.cuCtxSetCurrent(c->pool_ctx) == CUDA_SUCCESS)
+        current = c->pool_ctx;
+    if (current != c->pool_ctx) { /* no context to query in: say nothing */
+        spin_unlock(&c->lock);
+        return 0;
+    }
+    poll_locked(c);
+    n = c->count;
+    if (n > 0)
+        due = c->ring[(c->head + n - 1u) % RING].due;
+    spin_unlock(&c->lock);
+    return n > 0 && due < now;
+}
+
+static int watching(void)
+{
+    int d;
+
+    if (G.priority != LIM_PRIORITY_HIGH || G.node == NULL)
+        return 0;
+    for (d = 0; d < G.ndev; d++)
+        if (LD(&G.dev[d].track) && LD(&G.dev[d].count) > 0)
+            return 1;
+    return 0;
+}
+
+/* Between ticks, every WATCH_NS: a high-priority process with late work beside lows keeps its
+ * claim (its node slot's activity) WATCH_NS + the claim grace ahead, so that lows do not slip
+ * work in while it waits for its own. */
+static void watch(uint64_t now)
+{
+    int d;
+
+    if (G.priority != LIM_PRIORITY_HIGH || G.node == NULL || G.exiting)
+        return;
+    for (d = 0; d < G.ndev; d++) {
+        struct cdev *c = &G.dev[d];
+        if (c->node_slot >= 0 && LD(&c->track) && still_busy(c, now) &&
+            LD(&G.node->slots[c->node_slot].active_ns) < now + WATCH_NS)
+            vgpu_node_touch(G.node, c->node_slot, now + 2u * WATCH_NS);
+    }
+}
+
 static void tick(uint64_t now)
 {
     uint32_t w = __atomic_fetch_and(&vgpu_compute_word, ~VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
@@ -498,6 +566,8 @@ static void tick(uint64_t now)
             bind_device_block(c, (unsigned)d);
         b = c->blk;
         uint64_t active = LD(&c->horizon) > G.last_active_ns ? LD(&c->horizon) : G.last_active_ns;
+        if (still_busy(c, now) && active < now + 2u * WATCH_NS)
+            active = now + 2u * WATCH_NS; /* late work: claimed until the next watch */
         if (G.node != NULL && !G.exiting) {
             if (c->node_slot < 0 ||
                 vgpu_node_beat(G.node, c->node_slot, &G.me, now, active,
@@ -530,6 +600,17 @@ static void tick(uint64_t now)
                      r.limit_pct, r.yield ? ", yielding" : "");
         ST(&c->limit, r.limit_pct);
         ST(&c->yield, r.yield);
+        ST(&c->forced, v.agent_yield == LIM_AGENT_YIELD ? 1u : 0u);
+        {
+            /* a low watches its claiming-high neighbours on every launch (wait_claims) */
+            uint32_t slots[CLAIM_MAX], n = 0, i;
+            if (G.node != NULL && c->node_slot >= 0 && G.priority == LIM_PRIORITY_LOW &&
+                G.policy != LIM_POLICY_DISABLE && v.agent_yield != LIM_AGENT_RUN)
+                n = vgpu_node_claimers(G.node, c->uuid, G.container_id, now, slots, CLAIM_MAX);
+            for (i = 0; i < n; i++)
+                ST(&c->claim[i], slots[i]);
+            ST(&c->nclaim, n);
+        }
         ST(&c->turn, v.node_known && r.limit_pct && !r.yield ? turn_of(c, now, r.limit_pct) : 0u);
         if (LD(&c->turn))
             flags |= VGPU_COMPUTE_FLAG_TURNS;
@@ -559,9 +640,18 @@ static void tick(uint64_t now)
 static void *ticker_main(void *arg)
 {
     uint64_t next = vgpu_compute_now();
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     (void)arg;
+    /* the ticker's own driver calls (still_busy) must never touch another thread's capture */
+    t_ticker = G.exchange_mode == NULL || G.exchange_mode(&mode) == CUDA_SUCCESS;
     for (;;) {
         next += TICK_NS;
+        /* only a high-priority process beside others wakes between ticks (watch) */
+        for (uint64_t t = vgpu_compute_now(); watching() && t + WATCH_NS < next;
+             t = vgpu_compute_now()) {
+            sleep_until(t + WATCH_NS);
+            watch(vgpu_compute_now());
+        }
         sleep_until(next);
         uint64_t now = vgpu_compute_now();
         if (now > next + 10 * TICK_NS) /* stopped (SIGSTOP, suspend): do not catch up */
@@ -858,6 +948,22 @@ static void poll_due(struct cdev *c, uint64_t now, int force, struct capture_mod
     spin_unlock(&c->lock);
 }
 
+/* Whether a launch must wait now: the agent says yield, or a claiming high is busy (its slot's
+ * activity, published on each of its launches, within VGPU_NODE_CLAIM_GRACE_NS).  The
+ * ticker's yield verdict without a claimer list (no node region) holds as it is. */
+static int must_wait(struct cdev *c, uint64_t now)
+{
+    uint32_t slots[CLAIM_MAX], n = LD(&c->nclaim), i;
+
+    if (LD(&c->forced))
+        return 1;
+    if (n == 0 || G.node == NULL)
+        return LD(&c->yield) != 0;
+    for (i = 0; i < n && i < CLAIM_MAX; i++)
+        slots[i] = LD(&c->claim[i]);
+    return vgpu_node_claimed(G.node, slots, n < CLAIM_MAX ? n : CLAIM_MAX, now);
+}
+
 /* The gate proper, for a launch of `key` on `stream` on device `d` (vgpu_compute_enter). */
 static void gate(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d, uint64_t now,
                  struct capture_mode *m)
@@ -870,13 +976,13 @@ static void gate(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d,
     int want_sample;
     int bounded;
 
-    if (LD(&c->yield)) {
+    if (must_wait(c, now)) {
         if (G.proc != NULL)
             ST(&G.proc->compute.yielding, 1u);
-        while (LD(&c->yield)) {
+        do {
             __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
-            sleep_until(vgpu_compute_now() + SLEEP_CHUNK_NS);
-        }
+            sleep_until(vgpu_compute_now() + (LD(&c->nclaim) ? CLAIM_POLL_NS : SLEEP_CHUNK_NS));
+        } while (must_wait(c, vgpu_compute_now()));
         if (G.proc != NULL)
             ST(&G.proc->compute.yielding, 0u);
         add_waited(c, now);
@@ -937,7 +1043,12 @@ static void gate(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d,
          * cost counts as HORIZON_UNKNOWN_NS: better a neighbour yields a little long than a
          * starting high-priority job is seen idle while its first kernels wait. */
         uint64_t hz = LD(&c->horizon);
-        ST(&c->horizon, (hz > now ? hz : now) + (known ? est : HORIZON_UNKNOWN_NS));
+        hz = (hz > now ? hz : now) + (known ? est : HORIZON_UNKNOWN_NS);
+        ST(&c->horizon, hz);
+        /* a high one tells its low neighbours at once how long it keeps the GPU busy: its
+         * estimated work, plus the lows' own queue bound, which may run ahead of it */
+        if (G.priority == LIM_PRIORITY_HIGH && G.node != NULL && c->node_slot >= 0)
+            vgpu_node_touch(G.node, c->node_slot, hz + QUEUE_NS);
     }
 
     /* Measure: unknown or young signatures, one in SAMPLE_EVERY, and whenever the queue bound
@@ -976,6 +1087,20 @@ static void gate(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d,
         } else {
             pool_put(c, p->start);
             pool_put(c, p->end);
+        }
+    } else if (RING > 1 && c->pool_ctx == ctx) {
+        /* Full: the newest measurement moves to this launch, so that the newest work is
+         * always measured (the queue bound and a high one's "still busy" read its end). */
+        uint32_t i = (c->head + RING - 1u) % RING;
+        struct pend *p = &c->ring[i];
+        if (__atomic_load_n(&p->mark, __ATOMIC_ACQUIRE) != UINT64_MAX &&
+            vgpu_cu.cuEventRecord(p->start, stream) == CUDA_SUCCESS) {
+            p->chained = 1; /* a full ring: the stream has work ahead */
+            p->key = key;
+            p->due = LD(&c->horizon);
+            ST(&c->sampled_at, LD(&c->submitted));
+            g->sample = (int)i;
+            __atomic_store_n(&p->mark, UINT64_MAX, __ATOMIC_RELEASE);
         }
     }
     spin_unlock(&c->lock);

@@ -22,10 +22,12 @@ def call_ns(loop, sim_env, **extra: str) -> float:
 
 @pytest.mark.slow
 def test_gate_adds_few_driver_calls_to_a_launch_bound_loop(loop, make_sim_gpu, tmp_path) -> None:
-    plain = call_ns(loop, make_sim_gpu().env)
-    gated = call_ns(loop, make_sim_gpu().env, CUDA_DEVICE_SM_LIMIT="50",
-                    GPU_CORE_UTILIZATION_POLICY="force",
-                    CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / "c.region"))
+    plain, gated = [], []
+    for i in range(3):  # alternated, the best of each: a loaded machine inflates CPU times
+        plain.append(call_ns(loop, make_sim_gpu().env))
+        gated.append(call_ns(loop, make_sim_gpu().env, CUDA_DEVICE_SM_LIMIT="50",
+                             GPU_CORE_UTILIZATION_POLICY="force",
+                             CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"c{i}.region")))
     # this gate: ~1.1 us (a measurement's two records in 32 launches and its queries); the
     # gate that measured one launch in 8 and queried on every launch: ~3.9 us
-    assert gated - plain < 1500, (plain, gated)
+    assert min(gated) - min(plain) < 1500, (plain, gated)
