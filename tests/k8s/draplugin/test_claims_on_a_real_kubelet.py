@@ -11,6 +11,7 @@ limits and the region arrive through the CDI spec the driver writes for each cla
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -114,6 +115,45 @@ def driver(k8s_api: Any, k8s_node: Any, sim: dict[str, str], classes: None,
         yield p
     finally:
         p.stop()
+
+
+AGENT_POLICY = """version 1
+
+defaults {
+  gpumem = 4GiB
+  mode = audit
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def agent(k8s_node: Any, sim: dict[str, str], driver: DriverProc,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The node agent in cluster mode over the driver's region root; yields its audit log."""
+    d = tmp_path_factory.mktemp("agent")
+    (d / "policy.gwp").write_text(AGENT_POLICY)
+    err = (d / "agent.log").open("ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuwarden", "agent", "--kubernetes", "--node", k8s_node.name,
+         "--kubeconfig", str(k8s_node.cp.admin_kubeconfig), "--regions-root",
+         str(driver.regions), "--state-dir", str(d / "state"), "--policy",
+         str(d / "policy.gwp"), "--no-ebpf", "--quiet"],
+        env=sim, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO)
+    try:
+        wait_for(lambda: "ready;" in (d / "agent.log").read_text() or proc.poll() is not None,
+                 60, "the agent starting")
+        assert proc.poll() is None, (d / "agent.log").read_text()
+        yield d / "state" / "audit.jsonl"
+    finally:
+        proc.terminate()
+        proc.wait(15)
+        err.close()
+
+
+def audit_event(path: Path, pred: Any) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    return next((e for e in map(json.loads, path.read_text().splitlines()) if pred(e)), None)
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +268,7 @@ def test_a_kubelet_restart_wipes_the_slice_and_the_driver_publishes_it_again(
 
 
 def test_a_driver_restart_keeps_running_pods_confined_and_unprepares_them_later(
-        k8s_api, k8s_node, k8s_namespace, driver, probe_image, sim) -> None:
+        k8s_api, k8s_node, k8s_namespace, driver, agent, probe_image, sim) -> None:
     tpl = template(k8s_api, k8s_namespace, "gpu-700m", memory="700Mi", cores="0")
     core(k8s_api).create_namespaced_pod(k8s_namespace, claim_pod(
         "holder", k8s_node.name, probe_image, tpl,
@@ -242,6 +282,12 @@ def test_a_driver_restart_keeps_running_pods_confined_and_unprepares_them_later(
             return r.snapshot().devices[0].used_bytes >= 300 * MIB
 
     wait_for(holding, 60, "the holder's allocation counted in its claim's region")
+    # the agent adopts the claim's container with its region and the claim's 700 MiB as limit
+    adopted = wait_for(lambda: audit_event(agent, lambda e: e.get("event") == "workload_adopted"
+                                           and e["workload"]["pod"] == "holder"), 60,
+                       "the agent adopting the holder's container")
+    assert (adopted["region"], adopted["region_error"]) == (str(region), None), adopted
+    assert adopted["memory_limit_bytes"] == 700 * MIB, adopted
     assert driver.stop() == 0
     driver.start()
     wait_for(lambda: "serving" in driver.text().rsplit("stopped", 1)[-1], 60,
