@@ -361,3 +361,41 @@ def test_two_extender_replicas_binding_at_once_never_share_a_slice(
               "(409) and retried")
     finally:
         stop(second)
+
+
+def test_an_edited_policy_file_is_applied_without_a_restart(
+        gpu_cluster: GpuCluster, tmp_path: Path) -> None:
+    from testbed.procs import free_ports
+
+    folder = tmp_path / "policy"
+    folder.mkdir()
+    (folder / "p.gwp").write_text('version 1\n\ndefaults {\n  gpumem = 1000MiB\n}\n')
+    gpu_cluster.add_gpu_node("reload", gpus=1, memory_mib=81920)
+    (port,) = free_ports(1)
+    replica = start_extender(gpu_cluster.cp.admin_kubeconfig, port, tmp_path / "r.log",
+                             policy=folder)
+    try:
+        pod = {"metadata": {"name": "p", "namespace": "labs", "uid": "u", "annotations": {}},
+               "spec": {"containers": [{"name": "c", "resources": {"limits": {
+                   "nvidia.com/gpu": "1"}}}]}}
+
+        def filtered() -> dict[str, Any]:
+            body = json.dumps({"Pod": pod, "NodeNames": ["reload"]}).encode()
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/filter", data=body)
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return dict(json.loads(r.read()))
+
+        wait(lambda: filtered()["NodeNames"] == ["reload"], 30, "the node known, the pod fit")
+        (folder / "p.gwp").write_text(
+            'version 1\n\ndefaults {\n  gpumem = 1000MiB\n}\n\nrule "labs" {\n'
+            '  match namespace == "labs"\n  deny "labs are closed"\n}\n')
+        started = time.monotonic()
+        wait(lambda: "labs are closed" in str(filtered()["FailedAndUnresolvableNodes"]), 30,
+             "the edited policy applied", lambda: (tmp_path / "r.log").read_text())
+        print(f"policy edit applied {time.monotonic() - started:.1f}s after the write")
+        (folder / "p.gwp").write_text("version 1\n\nrule {")  # broken: the last good one stays
+        wait(lambda: "policy_reload_failed" in (tmp_path / "r.log").read_text(), 30,
+             "the broken policy refused")
+        assert "labs are closed" in str(filtered()["FailedAndUnresolvableNodes"])
+    finally:
+        stop(replica)
