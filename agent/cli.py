@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gpuwarden.argtypes import port, seconds
+
 __all__ = ["register"]
 
 
@@ -37,7 +39,7 @@ def register(sub: Any) -> None:
     a.add_argument("--regions-root", default=None, metavar="DIR",
                    help="with --kubernetes: where the device plugin keeps each container's "
                    "region (default /var/lib/gpuwarden/containers)")
-    a.add_argument("--metrics-port", type=int, default=None, metavar="N",
+    a.add_argument("--metrics-port", type=port, default=None, metavar="N",
                    help="serve /metrics and /healthz on this port (0: any free port)")
     a.add_argument("--metrics-host", default="127.0.0.1", metavar="ADDR",
                    help="address to serve /metrics on (default 127.0.0.1; 0.0.0.0 for every "
@@ -55,7 +57,7 @@ def register(sub: Any) -> None:
     a.add_argument("--no-ebpf", action="store_true", help="do not load the eBPF audit")
     a.add_argument("--libcuda", action="append", type=Path, default=None, metavar="PATH",
                    help="libcuda file(s) for the eBPF uprobes (default: discover)")
-    a.add_argument("--tick", type=float, default=1.0, metavar="SECONDS",
+    a.add_argument("--tick", type=seconds(maximum=60), default=1.0, metavar="SECONDS",
                    help="loop period when no event asks for a loop earlier (default 1)")
     a.add_argument("--quiet", action="store_true", help="audit events to the file only")
     a.set_defaults(handler=cmd_agent)
@@ -86,7 +88,7 @@ def register(sub: Any) -> None:
     r.add_argument("--state-dir", type=Path, default=None, metavar="DIR",
                    help="the agent's state dir, where its control socket is (default: "
                    "$GPUWARDEN_STATE_DIR or /run/gpuwarden)")
-    r.add_argument("--wait", type=float, default=10.0, metavar="SECONDS",
+    r.add_argument("--wait", type=seconds(zero_ok=True), default=10.0, metavar="SECONDS",
                    help="wait this long for an agent that is still starting (default 10; "
                    "0: fail at once)")
     r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD...",
@@ -97,7 +99,7 @@ def register(sub: Any) -> None:
     t.add_argument("--state-dir", type=Path, default=None, metavar="DIR",
                    help="the agent's state dir (default: $GPUWARDEN_STATE_DIR or /run/gpuwarden)")
     t.add_argument("--once", action="store_true", help="print one table and exit")
-    t.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
+    t.add_argument("--interval", type=seconds(maximum=3600), default=1.0, metavar="SECONDS",
                    help="refresh period of the live table (default 1)")
     t.set_defaults(handler=cmd_top)
 

@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent.bounded import BoundedThreadingMixIn
+
 __all__ = ["ControlServer", "request"]
 
 MAX_REQUEST = 1 << 16
@@ -73,9 +75,6 @@ class ControlServer:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # a socket left by a killed agent (one agent per state folder)
         outer = self
-        self.busy_total = 0  # connections answered "busy"
-        self._open: dict[int, int] = {}  # peer pid -> connections being served
-        self._count_lock = threading.Lock()
 
         class Handler(socketserver.BaseRequestHandler):
             def handle(self) -> None:
@@ -85,50 +84,31 @@ class ControlServer:
                     _answer(sock, {"ok": False, "code": 2, "error": "no request within "
                                    f"{idle_seconds:g} s on the control socket; closing"})
                     return
-                _answer(sock, outer.dispatch(line, self.client_address))
+                _answer(sock, outer.dispatch(line, _peer_pid(sock)))
 
-        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-            daemon_threads = True
+        class Server(BoundedThreadingMixIn, socketserver.UnixStreamServer):
             request_queue_size = 256  # many `gpuwarden run` at once must not be refused
 
-            def process_request(self, request: Any, client_address: Any) -> None:
-                try:
-                    pid = _peer_pid(request)
-                except OSError:
-                    self.shutdown_request(request)
-                    return
-                with outer._count_lock:
-                    mine = outer._open.get(pid, 0)
-                    over = (sum(outer._open.values()) >= max_connections
-                            or mine >= max_per_peer)
-                    if not over:
-                        outer._open[pid] = mine + 1
-                if over:
-                    outer.busy_total += 1
-                    _answer(request, {"ok": False, "code": 2, "error": (
-                        "the agent's control socket is busy (at most "
-                        f"{max_connections} connections, {max_per_peer} per process); "
-                        "try again")}, block=False)
-                    self.shutdown_request(request)
-                    return
-                super().process_request(request, pid)
+            def peer(self, request: Any, client_address: Any) -> int:
+                return _peer_pid(request)
 
-            def process_request_thread(self, request: Any, client_address: Any) -> None:
-                try:
-                    super().process_request_thread(request, client_address)
-                finally:
-                    with outer._count_lock:
-                        left = outer._open.get(client_address, 1) - 1
-                        if left > 0:
-                            outer._open[client_address] = left
-                        else:
-                            outer._open.pop(client_address, None)
+            def refuse(self, request: Any) -> None:
+                _answer(request, {"ok": False, "code": 2, "error": (
+                    "the agent's control socket is busy (at most "
+                    f"{max_connections} connections, {max_per_peer} per process); try again")},
+                    block=False)
 
+        Server.max_connections, Server.max_per_peer = max_connections, max_per_peer
         self.agent = agent
         self.server = Server(str(path), Handler)
         os.chmod(path, 0o666)
         self._thread = threading.Thread(target=self.server.serve_forever, name="control",
                                         daemon=True)
+
+    @property
+    def busy_total(self) -> int:
+        """Connections answered "busy"."""
+        return self.server.busy_total
 
     def dispatch(self, line: bytes, pid: int) -> dict[str, Any]:
         try:
@@ -138,10 +118,14 @@ class ControlServer:
         except ValueError as err:
             return {"ok": False, "code": 2, "error": f"bad request on the control socket: {err}"}
         op = req.get("op")
-        if op == "admit":
-            return dict(self.agent.admit(req, pid))
-        if op == "status":
-            return dict(self.agent.status())
+        try:
+            if op == "admit":
+                return dict(self.agent.admit(req, pid))
+            if op == "status":
+                return dict(self.agent.status())
+        except Exception as err:  # a bug: still one answer, and the socket keeps serving
+            return {"ok": False, "code": 2, "error": f"the agent failed on this {op} request "
+                    f"({type(err).__name__}: {err}); this is a gpuwarden bug, please report it"}
         return {"ok": False, "code": 2,
                 "error": f"unknown op {op!r} on the control socket (valid: admit, status)"}
 

@@ -1049,9 +1049,6 @@ class Agent:
             self.cluster.close()
         if self.procevents is not None:
             self.procevents.close()
-        if self.ebpf is not None:
-            with contextlib.suppress(Exception):
-                self.ebpf.close(exiting=True) if exiting else self.ebpf.close()
         if self.nvml is not None:
             self.nvml.close()
         for t in self.tracked.values():
@@ -1062,4 +1059,9 @@ class Agent:
             self.audit.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
-        self.ledger.unlock()  # last: the folder is free once everything above is let go
+        # The state folder is free before the probes go: with `exiting`, a forked child takes
+        # over their slow teardown and would otherwise hold the folder's lock for seconds.
+        self.ledger.unlock()
+        if self.ebpf is not None:
+            with contextlib.suppress(Exception):
+                self.ebpf.close(exiting=True) if exiting else self.ebpf.close()

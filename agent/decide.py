@@ -289,9 +289,10 @@ def _arming(s: Snapshot, policy: AgentPolicy) -> list[Action]:
                               limit_bytes=limit, reason="kill with no grace"))
     owner = {p: w for w in s.workloads for p in w.pids}
     for p in sorted(set(s.armed) - set(want)):
-        w = owner.get(p)
-        out.append(Action(ActionKind.DISARM, wid=w.wid if w else "", key=w.key if w else
-                          UNMANAGED_KEY, pids=(p,), reason="no longer needed"))
+        holder = owner.get(p)
+        out.append(Action(ActionKind.DISARM, wid=holder.wid if holder else "",
+                          key=holder.key if holder else UNMANAGED_KEY, pids=(p,),
+                          reason="no longer needed"))
     return out
 
 

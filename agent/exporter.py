@@ -9,11 +9,15 @@ the response, its alert name and severity), so that alert rules can route on the
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client.core import (
     CollectorRegistry,
@@ -22,9 +26,10 @@ from prometheus_client.core import (
     InfoMetricFamily,
     Metric,
 )
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import make_wsgi_app
 from prometheus_client.registry import Collector
 
+from agent.bounded import BoundedThreadingMixIn
 from agent.model import ViolationLabels, WorkloadKey
 
 __all__ = ["AgentCollector", "GpuRow", "MetricsServer", "Row", "View"]
@@ -217,37 +222,50 @@ def health(v: View, now: float, stale_after: float = 10.0) -> tuple[bool, dict[s
 
 
 class MetricsServer:
-    """Serves /metrics from `registry` and /healthz from the view, on its own thread."""
+    """Serves /metrics from `registry` with prometheus_client's own WSGI app (gzip and
+    OpenMetrics negotiated from the request's headers, `?name[]=` filters) and /healthz from
+    the view, on its own thread."""
 
     def __init__(self, registry: CollectorRegistry, view: Callable[[], View],
                  port: int, host: str = "127.0.0.1",
                  clock: Callable[[], float] | None = None) -> None:
-        import time
+        metrics = make_wsgi_app(registry)
+        now = clock or time.time
 
-        clock = clock or time.time
+        def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+            path = environ.get("PATH_INFO", "/")
+            if path == "/metrics":
+                return list(metrics(environ, start_response))
+            if path == "/healthz":
+                ok, doc = health(view(), now())
+                body = json.dumps(doc).encode() + b"\n"
+                status = "200 OK" if ok else "503 Service Unavailable"
+                ctype = "application/json"
+            else:
+                body, status, ctype = b"try /metrics or /healthz\n", "404 Not Found", "text/plain"
+            start_response(status, [("Content-Type", ctype), ("Content-Length", str(len(body)))])
+            return [body]
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
-                if path == "/metrics":
-                    body, ctype, code = generate_latest(registry), CONTENT_TYPE_LATEST, 200
-                elif path == "/healthz":
-                    ok, doc = health(view(), clock())
-                    body = json.dumps(doc).encode() + b"\n"
-                    ctype, code = "application/json", 200 if ok else 503
-                else:
-                    body, ctype, code = b"try /metrics or /healthz\n", "text/plain", 404
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+        class Quiet(WSGIRequestHandler):
+            timeout = 5.0  # an idle connection is closed, never held
 
-            def log_message(self, format: str, *args: object) -> None:
+            def log_message(self, format: str, *args: Any) -> None:
                 return
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
-        self.httpd.daemon_threads = True
+        class Server(BoundedThreadingMixIn, WSGIServer):
+            """At most 32 connections at once, 8 per client address (agent.bounded)."""
+
+            max_connections, max_per_peer = 32, 8
+
+            def peer(self, request: Any, client_address: Any) -> Any:
+                return client_address[0]
+
+            def refuse(self, request: Any) -> None:
+                with contextlib.suppress(OSError):
+                    request.send(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                                 b"Connection: close\r\n\r\n", socket.MSG_DONTWAIT)
+
+        self.httpd = make_server(host, port, app, Server, handler_class=Quiet)
         self.port = self.httpd.server_address[1]
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="metrics",
                                         daemon=True)

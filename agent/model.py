@@ -104,7 +104,7 @@ class Rule:
     grace_seconds: float = 0.0
     compute_grace_seconds: float = 0.0
     bypass_tolerance_bytes: int = 0
-    alert_name: str = "GpuwardenViolation"
+    alert_name: str = "GpuSliceViolation"  # agent.rules sets the policy's own
     severity: str = "warning"
     alert_rule: str = ""  # the policy rule that decided on_violation ("defaults": none did)
 

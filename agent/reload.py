@@ -23,8 +23,11 @@ __all__ = ["PolicyError", "PolicyWatcher", "ReloadOutcome", "ReloadThread", "con
 
 
 class LoadResultLike(Protocol):
-    policy: Any
-    diagnostics: Sequence[Any]
+    @property
+    def policy(self) -> Any: ...
+
+    @property
+    def diagnostics(self) -> Sequence[Any]: ...
 
     @property
     def ok(self) -> bool: ...
@@ -40,7 +43,7 @@ class PolicyError(Exception):
 def _default_loader(paths: list[str]) -> LoadResultLike:
     from policy import load_policy
 
-    return load_policy(paths)  # type: ignore[no-any-return]
+    return load_policy(paths)
 
 
 def render_diagnostics(diags: Sequence[Any]) -> str:
@@ -154,7 +157,9 @@ class PolicyWatcher:
                                  f"{self.digest}:\n{err}")
         except Exception as err:  # a loader bug must not take the agent down
             self.reload_errors_total += 1
-            self.last_error = f"{type(err).__name__}: {err}"
+            self.last_error = (f"{', '.join(self.paths)}: the policy loader failed "
+                               f"({type(err).__name__}: {err}); this is a gpuwarden bug, "
+                               "please report it with the policy files")
             self.last_reload_ok = False
             return ReloadOutcome(False, self.digest, f"reload failed, keeping policy "
                                  f"{self.digest}: {self.last_error}")

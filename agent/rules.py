@@ -91,7 +91,7 @@ def to_rule(eff: Any, gpu_total_bytes: int | None, name: str = "") -> Rule:
         priority="high" if eff.priority == 0 else "low",
         response=Response(ov.action),
         grace_seconds=float(ov.grace_seconds),
-        alert_name=ov.alert_name or "GpuSliceViolation",
+        alert_name=ov.alert,
         severity=str(ov.severity),
         alert_rule=(getattr(eff, "decided_by", None) or {}).get("on_violation", "defaults"),
         **{f.agent: f.to_agent(getattr(eff, f.attr)) for f in TO_AGENT},

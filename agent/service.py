@@ -49,7 +49,7 @@ def serve(policy: list[str], state_dir: Path, metrics_port: int | None = None,
     from agent.control import ControlServer
     from agent.exporter import AgentCollector, MetricsServer
 
-    if tick <= 0 or tick > 60:
+    if not 0 < tick <= 60:  # NaN included
         print(f"gpuwarden agent: --tick {tick}: use a period in seconds, 0 < tick <= 60",
               file=sys.stderr)
         return 2
@@ -78,7 +78,13 @@ def serve(policy: list[str], state_dir: Path, metrics_port: int | None = None,
         if metrics_port is not None:
             reg = CollectorRegistry()
             reg.register(AgentCollector(lambda: agent.view))
-            metrics = MetricsServer(reg, lambda: agent.view, metrics_port, metrics_host)
+            try:
+                metrics = MetricsServer(reg, lambda: agent.view, metrics_port, metrics_host)
+            except (OSError, OverflowError) as err:  # in use, not an address of this host
+                print(f"gpuwarden agent: cannot serve metrics on {metrics_host}:{metrics_port}"
+                      f": {getattr(err, 'strerror', None) or err} (give another --metrics-port, "
+                      "or 0 for any free port)", file=sys.stderr)
+                return 2
             metrics.start()
             servers.append(metrics)
             print(f"gpuwarden agent: metrics on http://{metrics_host}:{metrics.port}/metrics "

@@ -22,7 +22,8 @@ from bpf.environment import check_environment, check_library
 from bpf.errors import ERROR_NAMES, BpfUnavailable, LibraryError
 from bpf.libcuda import AttachedLib, LibFile, identify, loader_candidates, process_candidates
 from bpf.probes import PROBES, Family
-from bpf.structs import EVENT_KILLED, EventKind, GwEvent
+from bpf.structs import EVENT_FAILED, EVENT_KILLED, EventKind, GwEvent
+from libvgpu.entry_points import HOOKS_DEF
 
 __all__ = [
     "AttachedLib",
@@ -69,7 +70,7 @@ class AuditEvent:
             ptr=raw.ptr,
             ts_ns=raw.ts_ns,
             killed=bool(raw.flags & EVENT_KILLED),
-            failed=bool(raw.flags & 0x2),
+            failed=bool(raw.flags & EVENT_FAILED),
             result=raw.result,
             cgroup_id=raw.cgroup_id,
         )
@@ -174,6 +175,7 @@ class AuditProbe:
     def _cflags(self) -> list[str]:
         flags = [
             f"-I{BPF_DIR}",
+            f"-I{HOOKS_DEF.parent}",  # lib/events.h takes the event kinds from hooks.def
             f"-DGW_RINGBUF_PAGES={self._ringbuf_pages}",
             f"-DGW_MAX_PTRS={self._max_ptrs}",
         ]

@@ -21,17 +21,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from gpuwarden.argtypes import seconds
+
 __all__ = ["register"]
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds > 0 (e.g. 1 or 0.5)")
-    return value
+_seconds = seconds()
 
 
 def register(subparsers: Any) -> None:

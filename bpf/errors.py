@@ -5,7 +5,7 @@ from __future__ import annotations
 
 __all__ = ["ERROR_NAMES", "BpfUnavailable", "LibraryError"]
 
-# Index i is enum gw_err value i (tests/bpf/test_struct_layout.py compares them).
+# Index i is enum gw_err value i (tests/bpf/test_struct_layout_matches_c.py compares them).
 ERROR_NAMES: tuple[str, ...] = (
     "lost_event",
     "ptrs_full",

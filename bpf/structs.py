@@ -1,13 +1,16 @@
 """Python mirror of the structs and enums shared with the BPF programs (bpf/lib/events.h).
 
-Defined once in C, mirrored once here; tests/bpf/test_struct_layout.py compiles the C header
-and compares sizes, offsets and enum values.  No I/O.
+Defined once in C, mirrored once here; tests/bpf/test_struct_layout_matches_c.py compiles the
+C header and compares sizes, offsets and enum values.  The event kinds are not mirrored but read
+from the table both sides use (libvgpu/include/hooks.def).
 """
 
 from __future__ import annotations
 
 import ctypes
 from enum import IntEnum
+
+from libvgpu.entry_points import rows
 
 __all__ = ["DEVICE_UNKNOWN", "EVENT_FAILED", "EVENT_KILLED", "EventKind", "GwEvent"]
 
@@ -16,26 +19,11 @@ EVENT_KILLED = 0x1
 EVENT_FAILED = 0x2
 
 
-class EventKind(IntEnum):
-    MEM_ALLOC = 1
-    MEM_ALLOC_PITCH = 2
-    MEM_ALLOC_MANAGED = 3
-    MEM_ALLOC_ASYNC = 4
-    MEM_ALLOC_POOL = 5
-    MEM_FREE = 6
-    MEM_FREE_ASYNC = 7
-    VMM_CREATE = 8
-    VMM_RELEASE = 9
-    ARRAY_CREATE = 10
-    ARRAY3D_CREATE = 11
-    MIPMAP_CREATE = 12
-    ARRAY_DESTROY = 13
-    MIPMAP_DESTROY = 14
-    CTX_CREATE = 15
-    CTX_DESTROY = 16
-    PRIMARY_RETAIN = 17
-    PRIMARY_RELEASE = 18
-    PROC_CLEAR = 19
+# What happened: the VGPU_EVENT_KIND rows of libvgpu/include/hooks.def, from which
+# bpf/lib/events.h builds enum gw_kind too.  (Built from data, so mypy cannot see the members;
+# nothing in Python names one: events are decoded with EventKind(value).name.)
+EventKind = IntEnum(  # type: ignore[misc]
+    "EventKind", [(name, int(value)) for name, value in rows("VGPU_EVENT_KIND")])
 
 
 class GwEvent(ctypes.Structure):

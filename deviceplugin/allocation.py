@@ -40,6 +40,8 @@ __all__ = [
     "Match",
     "MountSpec",
     "PodView",
+    "container_edits",
+    "grant_limits",
     "match_pod",
     "plan_container",
     "preferred",
@@ -143,18 +145,24 @@ def _next_container(pod: PodView, containers: Sequence[ContainerAssignment],
 
 
 def _default_grant(pod: PodView, uuids: Sequence[str], gpus: Mapping[str, PhysicalGpu],
-                   settings: Settings) -> ContainerAssignment | None:
+                   settings: Settings) -> tuple[ContainerAssignment | None, str]:
+    """A pod without an assignment: its next GPU container gets the defaults when it asks
+    only for the GPU resource, as many as the IDs; else None and why (or "")."""
     done = set(pod.allocated())
     for c in pod.containers:
         if c.gpus and c.name not in done:
-            if c.other_gpu_resources or c.gpus != len(uuids):
-                return None
+            if c.other_gpu_resources:
+                return None, (f"pod {pod.ref} container {c.name!r} asks for GPU memory or "
+                              f"cores but has no {ASSIGNMENT} annotation (is it scheduled by "
+                              f"the gpuwarden scheduler, {settings.scheduler_name}?)")
+            if c.gpus != len(uuids):
+                return None, ""
             grants = tuple(DeviceGrant(
                 uuid=u, index=gpus[u].index,
                 memory_mib=settings.default_mem_mib or scaled_mib(gpus[u], settings),
                 cores=settings.default_cores) for u in uuids)
-            return ContainerAssignment(name=c.name, devices=grants, init=c.init)
-    return None
+            return ContainerAssignment(name=c.name, devices=grants, init=c.init), ""
+    return None, ""
 
 
 def match_pod(pods: Sequence[PodView], node: str, device_ids: Sequence[str],
@@ -191,9 +199,11 @@ def match_pod(pods: Sequence[PodView], node: str, device_ids: Sequence[str],
                 candidates.append(((0 if exact else 1, pod.created, pod.ref),
                                    Match(pod, c, True)))
             else:
-                dc = _default_grant(pod, uuids, gpus, settings)
+                dc, note = _default_grant(pod, uuids, gpus, settings)
                 if dc is not None:
                     candidates.append(((2, pod.created, pod.ref), Match(pod, dc, False)))
+                elif note:
+                    notes.append(note)
         except AnnotationError as err:
             notes.append(f"pod {pod.ref} was skipped: {err}")
     if not candidates:
@@ -237,42 +247,60 @@ def plan_container(match: Match, gpus: Mapping[str, PhysicalGpu], settings: Sett
         raise AllocationError(f"pod {pod.ref} container {c.name!r} is assigned GPU(s) "
                               f"{', '.join(missing)}, which this node does not have "
                               f"(it has {', '.join(sorted(gpus))})")
-    limits = tuple((d.memory_mib or scaled_mib(gpus[d.uuid], settings)) << 20
-                   for d in c.devices)
-    cores_off = settings.disable_core_limit
-    policy = "disable" if cores_off else c.core_policy
+    limits = grant_limits(c.devices, gpus, settings)
     region_dir = f"{paths.region_root.rstrip('/')}/{region_dir_name(pod.uid, c.name)}"
     wid = workload_id(pod, c.name)
-    uuids = ",".join(d.uuid for d in c.devices)
+    policy, envs, mounts = container_edits(c.devices, limits, c.priority, c.core_policy, wid,
+                                           region_dir, _preload_wanted(pod, c.name), settings,
+                                           paths)
+    return ContainerPlan(wid=wid, pod=pod, container=c.name, grants=c.devices,
+                         limits_bytes=limits, region_dir=region_dir, envs=envs,
+                         mounts=mounts, priority=c.priority, core_policy=policy)
+
+
+def grant_limits(grants: Sequence[DeviceGrant], gpus: Mapping[str, PhysicalGpu],
+                 settings: Settings) -> tuple[int, ...]:
+    """The memory limit in bytes of each grant (0 MiB: the whole GPU after scaling)."""
+    return tuple((d.memory_mib or scaled_mib(gpus[d.uuid], settings)) << 20 for d in grants)
+
+
+def container_edits(grants: Sequence[DeviceGrant], limits: Sequence[int], priority: int,
+                    core_policy: str, wid: str, region_dir: str, preload: bool,
+                    settings: Settings, paths: HostPaths,
+                    ) -> tuple[str, dict[str, str], tuple[MountSpec, ...]]:
+    """What a container with these grants gets: its core policy, env and mounts (libvgpu, its
+    region folder, the node region, ld.so.preload when `preload`, the driver mounts). One
+    definition for the device plugin's Allocate and the DRA driver's CDI spec."""
+    cores_off = settings.disable_core_limit
+    policy = "disable" if cores_off else core_policy
+    uuids = ",".join(d.uuid for d in grants)
     envs: dict[str, str] = {
         "NVIDIA_VISIBLE_DEVICES": uuids,
         "CUDA_VISIBLE_DEVICES": uuids,
         "CUDA_DEVICE_MEMORY_SHARED_CACHE": CONTAINER_REGION,
         "CUDA_DEVICE_MEMORY_LIMIT": str(limits[0]),
         "GPU_CORE_UTILIZATION_POLICY": policy,
-        "CUDA_TASK_PRIORITY": str(c.priority),
+        "CUDA_TASK_PRIORITY": str(priority),
         "GPUWARDEN_NODE_REGION": f"{CONTAINER_NODE_DIR}/node.region",
         MARKER_ENV: wid,
     }
-    for i, (d, lim) in enumerate(zip(c.devices, limits, strict=True)):
+    for i, (d, lim) in enumerate(zip(grants, limits, strict=True)):
         envs[f"CUDA_DEVICE_MEMORY_LIMIT_{i}"] = str(lim)
         if d.cores and not cores_off:
             envs[f"CUDA_DEVICE_SM_LIMIT_{i}"] = str(d.cores)
-    if not cores_off and c.devices[0].cores:
-        envs["CUDA_DEVICE_SM_LIMIT"] = str(c.devices[0].cores)
+    if not cores_off and grants[0].cores:
+        envs["CUDA_DEVICE_SM_LIMIT"] = str(grants[0].cores)
     mounts = [
         MountSpec(CONTAINER_REGION_DIR, region_dir, False),
         MountSpec(CONTAINER_NODE_DIR, paths.node_dir, False),
         MountSpec(CONTAINER_LIB, paths.libvgpu, True),
     ]
-    if _preload_wanted(pod, c.name):
+    if preload:
         mounts.append(MountSpec(CONTAINER_PRELOAD, paths.preload_file, True))
     for p in settings.driver_mounts:
         path = p.removesuffix(":rw").removesuffix(":ro")
         mounts.append(MountSpec(path, path, not p.endswith(":rw")))
-    return ContainerPlan(wid=wid, pod=pod, container=c.name, grants=c.devices,
-                         limits_bytes=limits, region_dir=region_dir, envs=envs,
-                         mounts=tuple(mounts), priority=c.priority, core_policy=policy)
+    return policy, envs, tuple(mounts)
 
 
 # ---- preferred allocation ----------------------------------------------------------------------

@@ -38,6 +38,7 @@ from deviceplugin.allocation import (
 from deviceplugin.api import device_plugin, pod_resources
 from deviceplugin.devices import DeviceIdError, PhysicalGpu, advertise, gpus_of, node_inventory
 from deviceplugin.kube import Cluster
+from deviceplugin.regionfiles import write_region
 from gpuwarden.annotations import (
     ALLOCATED,
     ASSIGNMENT,
@@ -55,7 +56,6 @@ from gpuwarden.config import Settings
 __all__ = ["DevicePlugin", "Inventory", "PluginOptions", "PodResourcesClient"]
 
 API_VERSION = "v1beta1"
-REGION_FILE = "vgpu.region"
 
 
 class Inventory(Protocol):
@@ -341,32 +341,14 @@ class DevicePlugin:
     def _write_region(self, plan: ContainerPlan) -> list[Path]:
         """Create the container's region folder and region with its limits, or write the
         limits again into an existing region; returns what it created, for undo."""
-        from libvgpu.region import Region
-
         folder = Path(plan.region_dir)
-        made = [] if folder.exists() else [folder]
+        cores = [0 if self.settings.disable_core_limit else g.cores for g in plan.grants]
+        devices = [(g.uuid, lim) for g, lim in zip(plan.grants, plan.limits_bytes, strict=True)]
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            os.chmod(folder, 0o777)  # the container's user, whoever it is, writes its region
-            path = folder / REGION_FILE
-            cores = [0 if self.settings.disable_core_limit else g.cores for g in plan.grants]
-            devices = [(g.uuid, lim) for g, lim in zip(plan.grants, plan.limits_bytes,
-                                                       strict=True)]
-            if path.exists() and path.stat().st_size:
-                with Region.open(path) as r:
-                    for (uuid, lim), c in zip(devices, cores, strict=True):
-                        r.set_memory_limit(uuid, lim)
-                        r.set_compute_limit(uuid, c)
-            else:
-                with Region.create(path, devices) as r:
-                    for (uuid, _), c in zip(devices, cores, strict=True):
-                        r.set_compute_limit(uuid, c)
-            os.chmod(path, 0o666)
+            return write_region(folder, devices, cores)
         except Exception as err:
-            self._undo(made)
             raise AllocationError(f"pod {plan.pod.ref} container {plan.container!r}: cannot "
                                   f"write its region in {folder}: {err}") from None
-        return made
 
     def pre_start(self, device_ids: Sequence[str]) -> None:
         """Check, through the kubelet's PodResources API, that these devices went to the

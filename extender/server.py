@@ -103,4 +103,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, f"{path}: the body must be a JSON object, "
                         f"got {type(args).__name__}")
             return
-        self._send(200, json.dumps(route(args)).encode())
+        try:
+            answer = route(args)
+        except Exception as err:  # a bug must not leave kube-scheduler without an answer
+            self._error(500, f"{path}: {type(err).__name__}: {err}")
+            return
+        self._send(200, json.dumps(answer).encode())

@@ -41,14 +41,17 @@ from gpuwarden.config import Settings
 from gpuwarden.informer import Informer, object_key
 from gpuwarden.placement import (
     MAX_SCORE,
+    ContainerRequest,
     Denial,
     Fit,
     Misfit,
     NodeState,
     PlacementError,
     PodPlanner,
+    Selectors,
     Summary,
     fit,
+    fits_one,
     fullness,
     ledger_usage,
     node_key,
@@ -144,10 +147,13 @@ class Extender:
         self._plans: OrderedDict[tuple[str, str], _PodPlan] = OrderedDict()
         self._plans_lock = threading.Lock()
         self._summaries: dict[Summary, Summary] = {}
+        self._locks_lock = threading.Lock()
+        self._pod_locks: dict[str, threading.Lock] = {}
+        self._node_locks: dict[str, threading.Lock] = {}
         self.set_policy(policy)
         self._releases: queue.Queue[tuple[str, str, str] | None] = queue.Queue()
         self.nodes = Informer("nodes", api.node_watch(), self._on_node, log)
-        self.pods = Informer("pods", api.pod_watch(), self._on_pod, log)
+        self.pods = Informer("pods", api.pod_watch(), self._on_pod, log, transform=_slim_pod)
         self.metrics.bind_views(lambda: list(self.views.values()))
         self._stop = threading.Event()
 
@@ -346,19 +352,30 @@ class Extender:
         unresolvable: dict[str, str] = {}
         views = self.views
         planner = plan.planner
-        memo: dict[tuple[int, int], tuple[int, bool]] = {}
-        decided: dict[tuple[int, int], bool | None] = {}  # (summary, request) -> quick_fits
+        # the fast path: one decision per (node state, request) for one-container pods
+        Quick = tuple[ContainerRequest, dict[int, int], Selectors | None]
+        simple: dict[int, Quick | None] = {}
+        decided: dict[tuple[int, int], bool] = {}
         for name in names:
             view = views.get(name)
             if view is not None and view.state is not None:
                 request = planner.request_for(view.policy_key)
                 if not isinstance(request, Denial):
-                    k = (id(view.summary), id(request))
-                    if k not in decided:
-                        decided[k] = quick_fits(view.summary, request, memo)
-                    if decided[k]:
-                        ok.add(name)
-                        continue
+                    rid = id(request)
+                    if rid not in simple:
+                        sel = request.selectors
+                        simple[rid] = ((request.containers[0], {}, sel if sel.use_types
+                                        or sel.nouse_types else None)
+                                       if quick_fits((), request) is not None else None)
+                    one = simple[rid]
+                    if one is not None:
+                        k = (id(view.summary), rid)
+                        quick = decided.get(k)
+                        if quick is None:
+                            quick = decided[k] = fits_one(view.summary, *one)
+                        if quick:
+                            ok.add(name)
+                            continue
             r = self._fit(plan, name)
             if isinstance(r, Fit):
                 ok.add(name)
@@ -402,28 +419,63 @@ class Extender:
                       "error": error})
         return {"Error": error}
 
+    def _lock(self, table: dict[str, threading.Lock], key: str) -> threading.Lock:
+        with self._locks_lock:
+            lock = table.get(key)
+            if lock is None:
+                if len(table) > 50_000:
+                    table.clear()  # only idle locks are dropped: holders keep their object
+                lock = table[key] = threading.Lock()
+            return lock
+
     def _bind(self, ns: str, name: str, uid: str, node: str) -> str:
-        pod = self.pods.get(f"{ns}/{name}")
-        if pod is None or (pod.get("metadata") or {}).get("uid") != uid:
+        # One bind of a pod at a time: kube-scheduler calls again when a slow bind outlives its
+        # httpTimeout, and the second call must see what the first did.
+        with self._lock(self._pod_locks, uid):
             pod = self.api.read_pod(ns, name)
-        if uid and (pod.get("metadata") or {}).get("uid") != uid:
-            return f"gpuwarden: pod {ns}/{name} is not the pod {uid} the scheduler placed"
-        plan = self._plan(pod)
-        if not plan.planner.wants_gpu:
-            self.api.bind(ns, name, uid, node)
+            meta = pod.get("metadata") or {}
+            if uid and meta.get("uid") != uid:
+                return f"gpuwarden: pod {ns}/{name} is not the pod {uid} the scheduler placed"
+            bound_to = (pod.get("spec") or {}).get("nodeName")
+            if bound_to:
+                if bound_to == node and ASSIGNMENT in (meta.get("annotations") or {}):
+                    return ""  # an earlier call of this bind went through
+                return f"gpuwarden: pod {ns}/{name} is already bound to {bound_to}"
+            plan = self._plan(pod)
+            if not plan.planner.wants_gpu:
+                self.api.bind(ns, name, uid, node)
+                return ""
+            # Binds to one node queue here rather than race into 409s; other replicas are
+            # kept out by the resourceVersion precondition.
+            with self._lock(self._node_locks, node):
+                placed = self._reserve(plan, ns, name, uid, node)
+            if isinstance(placed, str):
+                return placed
+            try:
+                self.api.patch_pod_annotations(ns, name, assignment_annotations(
+                    placed.assignment, "allocating", int(self.clock())))
+                self.api.bind(ns, name, uid, node)
+            except Exception as err:
+                return self._undo(ns, name, uid, node, err)
             return ""
-        placed = None
-        for _ in range(BIND_ATTEMPTS):
-            view = self._store(self.api.read_node(node))
+
+    def _reserve(self, plan: _PodPlan, ns: str, name: str, uid: str, node: str) -> Fit | str:
+        """Write the pod's reservation into the node's ledger; the Fit, or why not."""
+        view = self.views.get(node)  # our own last write is usually the newest
+        for attempt in range(BIND_ATTEMPTS):
+            if view is None or attempt > 0:
+                view = self._store(self.api.read_node(node))
             if view.state is None:
                 return view.problem
             mine = view.allocations.without(uid)  # a retried bind replaces its own
             state = NodeState(node, view.state.inventory, ledger_usage(mine))
-            request = plan.planner.request(node, view.labels)
+            request = plan.planner.request_for(view.policy_key)
             if isinstance(request, Denial):
                 return f"gpuwarden: {request.message}"
             r = fit(state, request)
             if isinstance(r, Misfit):
+                if attempt == 0:
+                    continue  # judged on the cache: read the node before refusing
                 return r.reason
             ledger = mine.with_(reservation(uid, f"{ns}/{name}", int(self.clock()), r.footprint))
             try:
@@ -432,27 +484,33 @@ class Extender:
             except Conflict:
                 self.metrics.conflicts.inc()
                 continue
-            placed = r
-            break
-        if placed is None:
-            return (f"gpuwarden: node {node}'s ledger kept changing ({BIND_ATTEMPTS} conflicts); "
-                    "the scheduler will retry")
+            return r
+        return (f"gpuwarden: node {node}'s ledger kept changing ({BIND_ATTEMPTS} conflicts); "
+                "the scheduler will retry")
+
+    def _undo(self, ns: str, name: str, uid: str, node: str, err: Exception) -> str:
+        with contextlib.suppress(Exception):
+            if (self.api.read_pod(ns, name).get("spec") or {}).get("nodeName") == node:
+                return ""  # the binding went through; only its answer was lost
+        undo = "its reservation was released"
         try:
-            self.api.patch_pod_annotations(ns, name, assignment_annotations(
-                placed.assignment, "allocating", int(self.clock())))
-            self.api.bind(ns, name, uid, node)
-        except Exception as err:
-            undo = "its reservation was released"
-            try:
-                self.release(node, uid, f"bind failed: {err}")
-            except Exception as err2:
-                undo = f"releasing its reservation failed too ({err2}); the orphan sweep will"
-            with contextlib.suppress(Exception):
-                self.api.patch_pod_annotations(ns, name, {BIND_PHASE: "failed",
-                                                          HAMI_BIND_PHASE: "failed",
-                                                          ASSIGNMENT: None})
-            return f"gpuwarden: bind of {ns}/{name} to {node} failed: {err}; {undo}"
-        return ""
+            self.release(node, uid, f"bind failed: {err}")
+        except Exception as err2:
+            undo = f"releasing its reservation failed too ({err2}); the orphan sweep will"
+        with contextlib.suppress(Exception):
+            self.api.patch_pod_annotations(ns, name, {BIND_PHASE: "failed",
+                                                      HAMI_BIND_PHASE: "failed",
+                                                      ASSIGNMENT: None})
+        return f"gpuwarden: bind of {ns}/{name} to {node} failed: {err}; {undo}"
+
+
+def _slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """What the extender keeps of each pod of the cluster: who it is, where, whether done."""
+    meta = pod.get("metadata") or {}
+    return {"metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion")
+                         if k in meta},
+            "spec": {"nodeName": (pod.get("spec") or {}).get("nodeName")},
+            "status": {"phase": (pod.get("status") or {}).get("phase")}}
 
 
 def _node_names(args: Mapping[str, Any]) -> tuple[list[str], list[dict[str, Any]] | None]:

@@ -210,6 +210,12 @@ class _Reader:
             raise self.fail("version", f"{v!r} is not a version this gpuwarden reads "
                             f"(it reads {VERSION})")
 
+    def document(self, text: str, key: str) -> tuple[Mapping[str, object], list[object]]:
+        """A versioned JSON object and its list under `key`."""
+        doc = self.obj(self.load(text), "")
+        self.version(doc)
+        return doc, self.items(self.field(doc, key, ""), key)
+
 
 def _at(where: str, key: str) -> str:
     return f"{where}.{key}" if where else key
@@ -239,10 +245,9 @@ def encode_node_gpus(inventory: NodeInventory) -> str:
 
 def decode_node_gpus(text: str) -> NodeInventory:
     r = _Reader(NODE_GPUS)
-    doc = r.obj(r.load(text), "")
-    r.version(doc)
+    doc, items = r.document(text, "devices")
     devices = []
-    for i, raw in enumerate(r.items(r.field(doc, "devices", ""), "devices")):
+    for i, raw in enumerate(items):
         where = f"devices[{i}]"
         d = r.obj(raw, where)
         uuid = r.str_(d, "uuid", where)
@@ -329,11 +334,10 @@ def encode_assignment(assignment: PodAssignment) -> str:
 
 def decode_assignment(text: str) -> PodAssignment:
     r = _Reader(ASSIGNMENT)
-    doc = r.obj(r.load(text), "")
-    r.version(doc)
+    doc, items = r.document(text, "containers")
     containers = []
     names: set[str] = set()
-    for i, raw in enumerate(r.items(r.field(doc, "containers", ""), "containers")):
+    for i, raw in enumerate(items):
         where = f"containers[{i}]"
         c = r.obj(raw, where)
         name = r.str_(c, "name", where)
@@ -447,10 +451,9 @@ def encode_allocations(allocations: NodeAllocations) -> str:
 
 def decode_allocations(text: str) -> NodeAllocations:
     r = _Reader(ALLOCATIONS)
-    doc = r.obj(r.load(text), "")
-    r.version(doc)
+    _, items = r.document(text, "pods")
     out = []
-    for i, raw in enumerate(r.items(r.field(doc, "pods", ""), "pods")):
+    for i, raw in enumerate(items):
         where = f"pods[{i}]"
         p = r.obj(raw, where)
         gpus = []

@@ -21,6 +21,7 @@ COMPONENT_CLIS: tuple[str, ...] = (
     "bpf.cli",
     "libvgpu.cli",
     "deviceplugin.cli",
+    "draplugin.cli",
     "extender.cli",
 )
 

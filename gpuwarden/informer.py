@@ -104,9 +104,13 @@ class Informer:
     BACKOFF_MIN, BACKOFF_MAX = 0.5, 30.0
 
     def __init__(self, name: str, api: ListWatch, on_event: Handler = lambda t, o, n: None,
-                 log: Callable[[dict[str, Any]], None] = lambda ev: None) -> None:
+                 log: Callable[[dict[str, Any]], None] = lambda ev: None,
+                 transform: Callable[[Obj], Obj] | None = None) -> None:
+        """`transform` keeps what readers need of each object (client-go's SetTransform): a
+        cache of every pod of a cluster holds a few fields, not whole pods."""
         self.name = name
         self.api = api
+        self.transform = transform
         self.on_event = on_event
         self.log = log
         self.synced = threading.Event()
@@ -136,7 +140,9 @@ class Informer:
 
     def relist(self) -> None:
         listed = self.api.list()
-        fresh = {object_key(o): o for o in listed.items}
+        items = listed.items if self.transform is None else [self.transform(o)
+                                                              for o in listed.items]
+        fresh = {object_key(o): o for o in items}
         with self._lock:
             old = self._objects
             self._objects = fresh
@@ -164,6 +170,8 @@ class Informer:
             raise RuntimeError(f"{self.name} watch error {code}: {obj.get('message', obj)}")
         rv = _rv(obj)
         key = object_key(obj)
+        if self.transform is not None and kind != "BOOKMARK":
+            obj = self.transform(obj)
         with self._lock:
             if rv:
                 self.resource_version = rv

@@ -64,6 +64,7 @@ __all__ = [
     "choose",
     "denial_for",
     "fit",
+    "fits_one",
     "fullness",
     "ledger_usage",
     "node_key",
@@ -167,15 +168,21 @@ class Selectors:
 
     def refuses(self, device: GpuDevice) -> str | None:
         """Why the pod may not use this GPU, or None."""
-        kind = device.type.lower()
-        if self.use_types and not any(t in kind for t in self.use_types):
-            return f"type {device.type!r} is not in {USE_GPUTYPE}"
-        if any(t in kind for t in self.nouse_types):
-            return f"type {device.type!r} is excluded by {NOUSE_GPUTYPE}"
+        why = self.refuses_type(device.type)
+        if why is not None:
+            return why
         if self.use_uuids and device.uuid not in self.use_uuids:
             return f"not in {USE_GPUUUID}"
         if device.uuid in self.nouse_uuids:
             return f"excluded by {NOUSE_GPUUUID}"
+        return None
+
+    def refuses_type(self, gpu_type: str) -> str | None:
+        kind = gpu_type.lower()
+        if self.use_types and not any(t in kind for t in self.use_types):
+            return f"type {gpu_type!r} is not in {USE_GPUTYPE}"
+        if any(t in kind for t in self.nouse_types):
+            return f"type {gpu_type!r} is excluded by {NOUSE_GPUTYPE}"
         return None
 
 
@@ -385,8 +392,9 @@ def fit(node: NodeState, pod: PodRequest) -> Fit | Misfit:
 
 # ---- the fast path (the extender's filter over thousands of nodes) ------------------------------
 
-# Per healthy GPU: (free memory MiB, free cores, free slices, slices used, memory MiB, cores).
-Summary = tuple[tuple[int, int, int, int, int, int], ...]
+# Per healthy GPU: (free memory MiB, free cores, free slices, slices used, memory MiB, cores,
+# type). No UUID: nodes in the same state share one summary (and one decision of the filter).
+Summary = tuple[tuple[int, int, int, int, int, int, str], ...]
 
 
 def node_summary(node: NodeState) -> Summary:
@@ -398,7 +406,7 @@ def node_summary(node: NodeState) -> Summary:
             continue
         u = node.used.get(d.uuid, Usage())
         out.append((d.memory_mib - u.memory_mib, d.cores - u.cores, split - u.slices, u.slices,
-                    d.memory_mib, d.cores))
+                    d.memory_mib, d.cores, d.type))
     return tuple(out)
 
 
@@ -412,34 +420,37 @@ def fullness(node: NodeState) -> float:
 
 
 def quick_fits(summary: Summary, pod: PodRequest,
-               memo: dict[tuple[int, int], tuple[int, bool]] | None = None) -> bool | None:
+               memo: dict[int, int] | None = None) -> bool | None:
     """Whether the pod fits, decided from the summary alone for the common shape (one GPU
-    container, no init container, no selectors); None when `fit` must decide. Agrees with
-    `fit` wherever it answers (a property test holds them together)."""
-    if len(pod.containers) != 1 or pod.selectors != _NO_SELECTORS:
+    container, no init container, no UUID selectors); None when `fit` must decide. Agrees with
+    `fit` wherever it answers (a property test holds them together). `memo` keeps the
+    container's need per GPU size; give one per pod."""
+    sel = pod.selectors
+    if len(pod.containers) != 1 or pod.containers[0].init or sel.use_uuids or sel.nouse_uuids:
         return None
-    c = pod.containers[0]
-    if c.init:
-        return None
-    cores = c.cores
-    found = 0
-    memory = {} if memo is None else memo  # (id(container), GPU MiB) -> (need MiB, oversize)
-    ident = id(c)
-    for free_mem, free_cores, free_slices, used_slices, total_mem, total_cores in summary:
-        if free_slices <= 0 or (total_cores and free_cores <= 0):
+    return fits_one(summary, pod.containers[0], {} if memo is None else memo,
+                    None if sel == _NO_SELECTORS else sel)
+
+
+def fits_one(summary: Summary, c: ContainerRequest, memo: dict[int, int],
+             selectors: Selectors | None = None) -> bool:
+    """`quick_fits` for one app container; memo: GPU MiB -> MiB needed (-1: never fits)."""
+    cores, count, found = c.cores, c.count, 0
+    for free_mem, free_cores, free_slices, used_slices, total_mem, total_cores, kind in summary:
+        if free_slices <= 0 or (total_cores and (free_cores <= 0 or cores > free_cores)):
             continue
         if cores >= 100 and used_slices > 0:
             continue
-        if total_cores and cores > free_cores:
+        if selectors is not None and selectors.refuses_type(kind) is not None:
             continue
-        need = memory.get((ident, total_mem))
+        need = memo.get(total_mem)
         if need is None:
             device = GpuDevice("", 0, total_mem, total_cores)
-            need = memory[(ident, total_mem)] = (c.memory_on(device), c.oversize(device))
-        if need[1] or need[0] > free_mem:
+            need = memo[total_mem] = -1 if c.oversize(device) else c.memory_on(device)
+        if need < 0 or need > free_mem:
             continue
         found += 1
-        if found >= c.count:
+        if found >= count:
             return True
     return False
 

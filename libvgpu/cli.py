@@ -75,6 +75,9 @@ def cmd_env(args: argparse.Namespace) -> int:
         if args.state is not None and (not args.state.strip() or state.is_dir()):
             raise SimInputError(f"--state: {args.state!r} is not a file path; give the path of "
                                 "a state file (it is created on first use)")
+        if args.state is not None and not state.parent.is_dir():
+            raise SimInputError(f"--state: {args.state!r}: the folder {state.parent} does not "
+                                "exist; create it, or give a state file in an existing folder")
         ndev = parse_devices(devices, name="--devices")
         nbytes = parse_size(memory, name="--memory")
         env = sim_env(state, devices=ndev, memory=nbytes, ld_library_path="")

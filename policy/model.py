@@ -76,6 +76,10 @@ class Workload:
         }
 
 
+# The alert name of an `on_violation` that gives none (metrics, audit events, alert rules).
+DEFAULT_ALERT_NAME = "GpuSliceViolation"
+
+
 @dataclass(frozen=True, slots=True)
 class ViolationResponse:
     """What happens when a workload exceeds its slice: `action` after `grace_seconds`."""
@@ -92,6 +96,11 @@ class ViolationResponse:
             "alert_name": self.alert_name,
             "severity": self.severity,
         }
+
+    @property
+    def alert(self) -> str:
+        """The alert name it raises (DEFAULT_ALERT_NAME when the policy gives none)."""
+        return self.alert_name or DEFAULT_ALERT_NAME
 
     def describe(self) -> str:
         name = f' "{self.alert_name}"' if self.alert_name else ""

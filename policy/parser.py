@@ -19,7 +19,7 @@ from lark.exceptions import (
 
 from policy import ast
 from policy.diagnostics import Diagnostic, Severity, Span, closest, source_lines
-from policy.fastparse import parse_items
+from policy.lalr import FastLalr
 from policy.vocabulary import FIELD, FIELDS
 
 __all__ = ["STATEMENT_KEYWORDS", "TOP_KEYWORDS", "parse", "parse_with_lark", "parser"]
@@ -62,6 +62,22 @@ def parser() -> Lark:
     return _parser_and_builder()[0]
 
 
+@functools.cache
+def _fast() -> FastLalr:
+    return FastLalr(parser(), MAX_DEPTH)
+
+
+def _parse_fast(source: str, file: str) -> list[ast.Item] | None:
+    """The items by Lark's own tables in one loop (policy.lalr), or None for any input Lark
+    would reject or that nests deeper than MAX_DEPTH: `parse_with_lark` then says why."""
+    fast = _fast()
+    builder = _parser_and_builder()[1]
+    with _LOCK:  # the builder carries the file name of the parse in progress
+        builder.file = file
+        items: list[ast.Item] | None = fast.parse(source)
+    return items
+
+
 def parse(text: str, file: str) -> tuple[ast.Module | None, list[Diagnostic]]:
     """Parse one file.  Never raises on any input: problems come back as diagnostics, every
     syntax error of the file (up to MAX_SYNTAX_ERRORS), with no module."""
@@ -75,7 +91,7 @@ def parse_recovering(text: str, file: str) -> tuple[ast.Module | None, list[Diag
     With errors, the module returned is the recovered one (statements in error left out; every
     position unchanged), which the loader still compiles to report semantic errors too."""
     source = text if text.endswith("\n") else text + "\n"
-    items = parse_items(source, file)  # the fast path; None for anything it does not take
+    items = _parse_fast(source, file)
     if items is not None:
         return ast.Module(file=file, text=text, items=tuple(items)), []
     lines = source_lines(text)
@@ -103,7 +119,7 @@ def parse_recovering(text: str, file: str) -> tuple[ast.Module | None, list[Diag
 
 def parse_with_lark(text: str, file: str) -> tuple[list[ast.Item] | None, Diagnostic | None]:
     """The items by Lark alone (no fast path, no recovery), or the first error: the reference
-    that tests hold `policy.fastparse` to."""
+    that tests hold `policy.lalr` to."""
     lines = source_lines(text)
     source = text if text.endswith("\n") else text + "\n"
     depth_error = _check_depth(source, file, lines)
@@ -363,12 +379,16 @@ def _check_depth(source: str, file: str, lines: list[str]) -> Diagnostic | None:
 # ---- tree -> AST (applied by the LALR parser as it reduces: no parse tree is built)
 
 
+_tuple = tuple.__new__  # builds a Span without its keyword-handling __new__ (hot: ~300k a file)
+
+
 def _tspan(file: str, tok: Token) -> Span:
-    return Span(file, tok.line or 1, tok.column or 1, tok.end_line or 1, tok.end_column or 1)
+    return _tuple(Span, (file, tok.line or 1, tok.column or 1, tok.end_line or 1,
+                         tok.end_column or 1))
 
 
 def _join(file: str, first: Span, last: Span) -> Span:
-    return Span(file, first.line, first.col, last.end_line, last.end_col)
+    return _tuple(Span, (file, first[1], first[2], last[3], last[4]))
 
 
 def _operands(expr: ast.Expr, kind: type[ast.And] | type[ast.Or]) -> tuple[ast.Expr, ...]:
@@ -386,9 +406,9 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
         return _tspan(self.file, tok)
 
     def _from(self, first: Token | Span, last: Any) -> Span:
-        a = first if isinstance(first, Span) else self._t(first)
-        b = last.span if hasattr(last, "span") else self._t(last)
-        return _join(self.file, a, b)
+        a = _tspan(self.file, first) if first.__class__ is Token else first
+        b = _tspan(self.file, last) if last.__class__ is Token else last.span
+        return _join(self.file, a, b)  # type: ignore[arg-type]
 
     # values
     def quantity(self, c: list[Token]) -> ast.Value:

@@ -17,8 +17,8 @@ from policy.diagnostics import closest
 from policy.loader import load_texts
 from policy.model import EffectiveRule, ResourceRequest, ViolationResponse, Workload
 from policy.pods import PodError, workloads_from_manifest
-from policy.units import UnitError, format_mib, parse_percent, parse_size_mib
-from policy.vocabulary import EFFECTIVE, FIELD
+from policy.units import UnitError, format_mib, parse_percent
+from policy.vocabulary import EFFECTIVE, FIELD, expect_mib
 
 __all__ = ["EXPECT_KEYS", "CaseResult", "SuiteError", "run_suite"]
 
@@ -73,14 +73,10 @@ def _clean(node: object) -> object:
 
 
 def _mem_request(value: object, where: str) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        try:
-            return parse_size_mib(value)
-        except UnitError as err:
-            raise SuiteError(f"{where}: request gpumem {value!r}: {err}") from None
-    raise SuiteError(f"{where}: request gpumem must be MiB (3000) or a size (\"3GiB\")")
+    try:
+        return expect_mib(value)
+    except (UnitError, ValueError) as err:
+        raise SuiteError(f"{where}: request gpumem {value!r}: {err}") from None
 
 
 def _workload(case: Mapping[str, object], source: str, names: ResourceNames) -> Workload:

@@ -37,6 +37,7 @@ __all__ = [
     "BadValue",
     "Field",
     "Parsed",
+    "expect_mib",
     "parse_setting",
 ]
 
@@ -278,7 +279,8 @@ def _expect_seconds(want: object) -> float:
     return parse_duration(want) if isinstance(want, str) else float(want)  # type: ignore[arg-type]
 
 
-def _expect_mib(want: object) -> int:
+def expect_mib(want: object) -> int:
+    """A size in a test file: MiB as a whole number (3000) or with a unit ("3GiB")."""
     if isinstance(want, int) and not isinstance(want, bool):
         return want
     if isinstance(want, str):
@@ -327,7 +329,7 @@ FIELDS: tuple[Field, ...] = (
     # NVML counts the CUDA context (~520 MiB for PyTorch on an H200) that the shim never sees.
     Field("bypass_tolerance", parse_size_value, _EVERYWHERE, builtin=Parsed(768, "768MiB"),
           attr="bypass_tolerance_mib", explain=lambda e: format_mib(e.bypass_tolerance_mib),
-          expect=_expect_mib, agent="bypass_tolerance_bytes", to_agent=lambda mib: mib * MIB),
+          expect=expect_mib, agent="bypass_tolerance_bytes", to_agent=lambda mib: mib * MIB),
     Field("weight", parse_weight, ("rule",)),  # the rule's precedence, not an effective field
 )
 FIELD: Mapping[str, Field] = MappingProxyType({f.key: f for f in FIELDS})

@@ -14,6 +14,12 @@ fi
 echo "== ruff"; ruff check .
 echo "== import contracts"; lint-imports
 echo "== mypy (device plugin, settings)"; mypy deviceplugin gpuwarden/config.py
+echo "== mypy (extender, placement, annotations; the policy package it reads is not typed clean yet)"
+mypy --follow-imports=silent extender gpuwarden/placement.py gpuwarden/annotations.py gpuwarden/informer.py
+echo "== mypy (reliability: region, control socket, reload, ledger, decide, flag types)"
+mypy --follow-imports=silent libvgpu/region.py agent/control.py agent/bounded.py agent/reload.py agent/ledger.py \
+  agent/decide.py gpuwarden/argtypes.py
+echo "== mypy (the Kubernetes test bed)"; mypy --strict tests/testbed
 echo "== example policies"
 gpuwarden policy check examples/policies
 gpuwarden policy test examples/policies/tests

@@ -45,14 +45,22 @@ def k8s_unavailable_reason() -> str | None:
     return assets_unavailable_reason()
 
 
+def _k8s_node_users_last(items: list[pytest.Item]) -> None:
+    """Move the modules whose tests use k8s_node to the end (in their order), so the node, and
+    the machine-wide kubelet lock it holds, is up for one stretch of the session only."""
+    users = {item.path for item in items if "k8s_node" in getattr(item, "fixturenames", ())}
+    items[:] = ([i for i in items if i.path not in users] + [i for i in items if i.path in users])
+    last = [i for i in items if "k8s_node" in getattr(i, "fixturenames", ())][-1:]
+    _K8S_NODE_LAST_USER[0] = last[0].nodeid if last else None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     bpf_reason = bpf_unavailable_reason()
     gpu_reason = gpu_unavailable_reason()
     require_bpf = os.environ.get("GPUWARDEN_REQUIRE_BPF") == "1"
     k8s_reason = k8s_unavailable_reason()
     require_k8s = os.environ.get("GPUWARDEN_REQUIRE_K8S") == "1"
-    node_users = [item for item in items if "k8s_node" in getattr(item, "fixturenames", ())]
-    _K8S_NODE_LAST_USER[0] = node_users[-1].nodeid if node_users else None
+    _k8s_node_users_last(items)
     for item in items:
         if "k8s" in item.keywords and k8s_reason:
             if require_k8s:
@@ -82,7 +90,8 @@ def _k8s_required_but_unavailable() -> None:
 # ---- the Kubernetes test bed (tests/testbed) -------------------------------------------------
 # One control plane per session, started on first use; one node (containerd + kubelet) sharing
 # it, also started on first use and stopped right after the last test that uses it, since it
-# holds the machine-wide kubelet lock.  Each test gets its own namespace.
+# holds the machine-wide kubelet lock (the modules using it run last, together: see
+# _k8s_node_users_last).  Each test gets its own namespace.
 _K8S_NODE_LAST_USER: list[str | None] = [None]
 _K8S_NODES: list = []
 

@@ -2,7 +2,7 @@
  *
  * Only what is needed to size an allocation from its call arguments: the device of a
  * CUmemAllocationProp, the two array descriptors and the byte size of an array format.
- * Compilable both by BCC (BPF) and by a host C compiler (tests/bpf/test_cuda_abi_layout.py
+ * Compilable both by BCC (BPF) and by a host C compiler (tests/bpf/test_struct_layout_matches_c.py
  * compares these offsets with libvgpu/include/cuda_api.h).
  */
 #ifndef GW_CUDA_ABI_H

@@ -1,6 +1,6 @@
 /* Error counters of the audit programs: every failure a probe can meet is counted here, into
  * the array map "errors", never printed.  Names are mirrored in bpf/errors.py (same order),
- * checked by tests/bpf/test_struct_layout.py.
+ * checked by tests/bpf/test_struct_layout_matches_c.py.
  */
 #ifndef GW_ERRORS_H
 #define GW_ERRORS_H

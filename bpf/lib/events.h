@@ -1,34 +1,19 @@
 /* The audit event: the one struct the kernel hands to user space (ring buffer "events").
  *
  * Fixed-width fields, no implicit padding; mirrored once in Python (bpf/structs.py) and the
- * two are compared by tests/bpf/test_struct_layout.py.  Compilable by BCC and by a host cc.
+ * two are compared by tests/bpf/test_struct_layout_matches_c.py.  Compilable by BCC and by a host cc.
  */
 #ifndef GW_EVENTS_H
 #define GW_EVENTS_H
 
 #include <linux/types.h>
 
-/* What happened.  Values are part of the C/Python contract (bpf/structs.py EventKind). */
+/* What happened: GW_KIND_<name> for each VGPU_EVENT_KIND row of the CUDA entry-point table
+ * (libvgpu/include/hooks.def, on the include path), which bpf/structs.py reads too. */
 enum gw_kind {
-	GW_KIND_MEM_ALLOC = 1,         /* cuMemAlloc_v2 */
-	GW_KIND_MEM_ALLOC_PITCH = 2,   /* cuMemAllocPitch_v2: pitch x height */
-	GW_KIND_MEM_ALLOC_MANAGED = 3, /* cuMemAllocManaged */
-	GW_KIND_MEM_ALLOC_ASYNC = 4,   /* cuMemAllocAsync */
-	GW_KIND_MEM_ALLOC_POOL = 5,    /* cuMemAllocFromPoolAsync */
-	GW_KIND_MEM_FREE = 6,          /* cuMemFree_v2 */
-	GW_KIND_MEM_FREE_ASYNC = 7,    /* cuMemFreeAsync */
-	GW_KIND_VMM_CREATE = 8,        /* cuMemCreate */
-	GW_KIND_VMM_RELEASE = 9,       /* cuMemRelease */
-	GW_KIND_ARRAY_CREATE = 10,     /* cuArrayCreate_v2 */
-	GW_KIND_ARRAY3D_CREATE = 11,   /* cuArray3DCreate_v2 */
-	GW_KIND_MIPMAP_CREATE = 12,    /* cuMipmappedArrayCreate */
-	GW_KIND_ARRAY_DESTROY = 13,    /* cuArrayDestroy */
-	GW_KIND_MIPMAP_DESTROY = 14,   /* cuMipmappedArrayDestroy */
-	GW_KIND_CTX_CREATE = 15,       /* cuCtxCreate_v2/_v3/_v4 */
-	GW_KIND_CTX_DESTROY = 16,      /* cuCtxDestroy_v2 */
-	GW_KIND_PRIMARY_RETAIN = 17,   /* cuDevicePrimaryCtxRetain */
-	GW_KIND_PRIMARY_RELEASE = 18,  /* cuDevicePrimaryCtxRelease(_v2) */
-	GW_KIND_PROC_CLEAR = 19,       /* process exit or exec: its ledger entries were cleared */
+#define VGPU_EVENT_KIND(name, value) GW_KIND_##name = value,
+#include "hooks.def"
+#undef VGPU_EVENT_KIND
 };
 
 /* Device value when the calling thread's current context is not known. */

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import NamedTuple
 
-__all__ = ["API_DIR", "Api", "device_plugin", "pod_resources"]
+__all__ = ["API_DIR", "Api", "compile_proto", "device_plugin", "pod_resources"]
 
 API_DIR = Path(__file__).resolve().parent
 
@@ -23,10 +23,12 @@ class Api(NamedTuple):
     grpc: ModuleType  # stubs, servicers, add_*_to_server
 
 
-def _compile(proto: str) -> Api:
+def compile_proto(proto: str, folder: Path = API_DIR) -> Api:
+    """Messages and services of `folder/proto` (each .proto file name must be unique in the
+    process: protobuf's pool knows files by name)."""
     import grpc
 
-    path = str(API_DIR)
+    path = str(folder)
     sys.path.insert(0, path)  # grpcio-tools finds .proto files on sys.path
     try:
         pb, services = grpc.protos_and_services(proto)  # type: ignore[attr-defined]
@@ -37,9 +39,9 @@ def _compile(proto: str) -> Api:
 
 @functools.cache
 def device_plugin() -> Api:
-    return _compile("deviceplugin.proto")
+    return compile_proto("deviceplugin.proto")
 
 
 @functools.cache
 def pod_resources() -> Api:
-    return _compile("podresources.proto")
+    return compile_proto("podresources.proto")

@@ -25,12 +25,19 @@
 #define TOLERANCE_SHARED_NS 20000000ull /* ... on a shared GPU, where launches go in bursts */
 #define CLOCK_PERIOD_NS 100000000ull /* NVML clock/utilisation sampling (DVFS correction) */
 #define FEEDBACK_SETTLE_NS 1000000000ull /* busy feedback: conditions held this long first */
-#define FEEDBACK_WINDOW_NS 500000000ull /* busy feedback: one window */
+#define FEEDBACK_WINDOW_NS 500000000ull /* busy feedback: the shortest window */
+#define FEEDBACK_WINDOW_KERNELS 16u     /* ... at least this many of the longest kernels' paces */
+#define FEEDBACK_WINDOW_MAX_NS 8000000000ull
 #define QUEUE_NS       2000000ull  /* estimated work a process may have queued ahead */
 #define SLEEP_CHUNK_NS 2000000ull  /* waits re-check yield/limit this often */
-#define SAMPLE_EVERY   8u          /* measure one launch in this many, once a cost is known */
+#define SAMPLE_EVERY   32u         /* measure one launch in this many, once a cost is known: a
+                                    * measurement costs two cuEventRecord (~1.1 us each on the
+                                    * H200), which a launch-bound application pays */
 #define HORIZON_UNKNOWN_NS 1000000ull /* busy horizon of a launch whose cost is not known yet */
 #define RING           32u         /* measurements in flight per device */
+#define CLAIM_MAX      8u          /* claiming-high processes a low watches per device */
+#define CLAIM_POLL_NS  100000ull   /* a low waiting for a claiming high re-checks this often */
+#define WATCH_NS       1000000ull  /* a high one with late work re-checks it this often */
 #define POOL           (2u * RING + 4u)
 
 uint32_t vgpu_compute_word;
@@ -49,6 +56,7 @@ struct pend {
     CUevent end;
     uint64_t key;
     uint64_t mark;    /* the device's `submitted` after this launch */
+    uint64_t due;     /* when its work is estimated to end (the busy horizon): not polled before */
     uint64_t cpu_ns;  /* CPU time of the real launch call */
     uint32_t chained; /* the queue was busy when `start` was recorded */
     uint32_t live;
@@ -57,6 +65,9 @@ struct pend {
 struct cdev {
     uint32_t limit;   /* verdict: pace to this share, 0 not paced (atomic) */
     uint32_t yield;   /* verdict: wait (atomic) */
+    uint32_t forced;  /* the agent's override says yield (atomic) */
+    uint32_t nclaim;  /* a low's claiming-high neighbours, slots in claim[] (atomic; ticker) */
+    uint32_t claim[CLAIM_MAX];
     uint32_t track;   /* others share the GPU: keep the busy horizon even when not paced */
     uint32_t sharing; /* another container is active on the GPU: pace in bursts (atomic) */
     uint64_t turn;    /* paced containers take turns: turn_pack(), 0 none (atomic) */
@@ -68,6 +79,7 @@ struct cdev {
     uint32_t est_mhz;   /* f_sat estimated from power while sat_mhz is 0 (limiter.h), 0 none */
     uint32_t limit_mw;  /* the GPU's enforced power limit, 0 unknown */
     uint32_t fb_ppm;    /* busy-feedback factor */
+    uint32_t fb_down;   /* the last window asked for a lower factor */
     uint32_t fb_limit;  /* the limit the feedback conditions started with */
     uint64_t fb_since;  /* when the feedback conditions (paced, alone) began, 0 not now */
     uint64_t win_t0, win_c0, win_busy, win_prev; /* the current feedback window */
@@ -86,7 +98,9 @@ struct cdev {
     CUevent pool[POOL];
     uint32_t npool;
     CUcontext pool_ctx;
+    uint64_t poll_due;  /* `due` of the oldest measurement in the ring (under `lock`) */
     uint64_t submitted; /* estimated ns launched through the gate */
+    uint64_t sampled_at; /* `submitted` when the newest measurement was taken */
     uint64_t completed; /* `mark` of the newest measurement seen complete */
     uint64_t min_cpu_ns; /* smallest CPU time of a sampled launch (rises by 1/256 a sample) */
     uint64_t nlaunch;
@@ -295,6 +309,7 @@ static void clock_sample(struct cdev *c, uint64_t t, uint32_t mhz, int have_mhz,
         c->fb_since = t;
         c->fb_limit = limit;
         c->win_t0 = 0;
+        c->fb_down = 0;
     } else if (t - c->fb_since >= FEEDBACK_SETTLE_NS) {
         if (c->win_t0 == 0) {
             c->win_t0 = c->win_prev = t;
@@ -303,16 +318,27 @@ static void clock_sample(struct cdev *c, uint64_t t, uint32_t mhz, int have_mhz,
         } else {
             c->win_busy += (t - c->win_prev) * util / 100u;
             c->win_prev = t;
-            if (t - c->win_t0 >= FEEDBACK_WINDOW_NS) {
-                c->fb_ppm = lim_busy_feedback(c->fb_ppm, c->win_busy, charged - c->win_c0,
-                                              t - c->win_t0);
+            /* a window holds many of the longest kernels: with 100-ms kernels paced at 30 %,
+             * a 0.5-s window holds one or two, and its busy share swings by half */
+            uint64_t win = lim_pacer_increment(LD(&c->longest), limit) * FEEDBACK_WINDOW_KERNELS;
+            win = win < FEEDBACK_WINDOW_NS ? FEEDBACK_WINDOW_NS
+                  : win > FEEDBACK_WINDOW_MAX_NS ? FEEDBACK_WINDOW_MAX_NS : win;
+            if (t - c->win_t0 >= win) {
+                uint32_t k = lim_busy_feedback(c->fb_ppm, c->win_busy, charged - c->win_c0,
+                                               t - c->win_t0);
+                /* down only when two windows in a row ask for it: NVML's utilisation averages
+                 * over its own period, which can still hold the idle time before a start or a
+                 * limit change (read as "over-estimated", it would overshoot the limit) */
+                if (k >= c->fb_ppm || c->fb_down)
+                    c->fb_ppm = k;
+                c->fb_down = k < c->fb_ppm;
                 c->win_t0 = c->win_prev = t;
                 c->win_c0 = charged;
                 c->win_busy = 0;
             }
         }
     }
-    if (c->fb_ppm < LIM_SCALE_ONE)
+    if (c->fb_ppm < LIM_FEEDBACK_MIN_PPM || c->fb_ppm > LIM_FEEDBACK_MAX_PPM)
         c->fb_ppm = LIM_SCALE_ONE;
     scale = (uint64_t)dvfs * c->fb_ppm / LIM_SCALE_ONE;
     ST(&c->scale_ppm, (uint32_t)scale);
@@ -449,6 +475,58 @@ static uint64_t turn_of(const struct cdev *c, uint64_t now, uint32_t limit)
     return turn_pack(lim_turn_window(m, n + 1, G.container_id));
 }
 
+static void poll_locked(struct cdev *c);
+static _Thread_local int t_ticker; /* this thread is the ticker (its capture mode is relaxed) */
+
+/* A high-priority process whose measured work runs late (not complete past its estimated end:
+ * it may wait in a synchronise behind other containers' queued work): the ticker polls the
+ * measurements itself, since no launch comes to do it.  Work on time needs nothing: the busy
+ * horizon its launches published covers it. */
+static int still_busy(struct cdev *c, uint64_t now)
+{
+    uint32_t n;
+    uint64_t due = 0;
+
+    if (!t_ticker || G.priority != LIM_PRIORITY_HIGH || LD(&c->limit) || LD(&c->count) == 0)
+        return 0;
+    spin_lock(&c->lock);
+    poll_locked(c);
+    n = c->count;
+    if (n > 0)
+        due = c->ring[(c->head + n - 1u) % RING].due;
+    spin_unlock(&c->lock);
+    return n > 0 && due < now;
+}
+
+static int watching(void)
+{
+    int d;
+
+    if (G.priority != LIM_PRIORITY_HIGH || G.node == NULL)
+        return 0;
+    for (d = 0; d < G.ndev; d++)
+        if (LD(&G.dev[d].track) && LD(&G.dev[d].count) > 0)
+            return 1;
+    return 0;
+}
+
+/* Between ticks, every WATCH_NS: a high-priority process with late work beside lows keeps its
+ * claim (its node slot's activity) WATCH_NS + the claim grace ahead, so that lows do not slip
+ * work in while it waits for its own. */
+static void watch(uint64_t now)
+{
+    int d;
+
+    if (G.priority != LIM_PRIORITY_HIGH || G.node == NULL || G.exiting)
+        return;
+    for (d = 0; d < G.ndev; d++) {
+        struct cdev *c = &G.dev[d];
+        if (c->node_slot >= 0 && LD(&c->track) && still_busy(c, now) &&
+            LD(&G.node->slots[c->node_slot].active_ns) < now + WATCH_NS)
+            vgpu_node_touch(G.node, c->node_slot, now + 2u * WATCH_NS);
+    }
+}
+
 static void tick(uint64_t now)
 {
     uint32_t w = __atomic_fetch_and(&vgpu_compute_word, ~VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
@@ -478,6 +556,8 @@ static void tick(uint64_t now)
             bind_device_block(c, (unsigned)d);
         b = c->blk;
         uint64_t active = LD(&c->horizon) > G.last_active_ns ? LD(&c->horizon) : G.last_active_ns;
+        if (still_busy(c, now) && active < now + 2u * WATCH_NS)
+            active = now + 2u * WATCH_NS; /* late work: claimed until the next watch */
         if (G.node != NULL && !G.exiting) {
             if (c->node_slot < 0 ||
                 vgpu_node_beat(G.node, c->node_slot, &G.me, now, active,
@@ -510,6 +590,17 @@ static void tick(uint64_t now)
                      r.limit_pct, r.yield ? ", yielding" : "");
         ST(&c->limit, r.limit_pct);
         ST(&c->yield, r.yield);
+        ST(&c->forced, v.agent_yield == LIM_AGENT_YIELD ? 1u : 0u);
+        {
+            /* a low watches its claiming-high neighbours on every launch (wait_claims) */
+            uint32_t slots[CLAIM_MAX], n = 0, i;
+            if (G.node != NULL && c->node_slot >= 0 && G.priority == LIM_PRIORITY_LOW &&
+                G.policy != LIM_POLICY_DISABLE && v.agent_yield != LIM_AGENT_RUN)
+                n = vgpu_node_claimers(G.node, c->uuid, G.container_id, now, slots, CLAIM_MAX);
+            for (i = 0; i < n; i++)
+                ST(&c->claim[i], slots[i]);
+            ST(&c->nclaim, n);
+        }
         ST(&c->turn, v.node_known && r.limit_pct && !r.yield ? turn_of(c, now, r.limit_pct) : 0u);
         if (LD(&c->turn))
             flags |= VGPU_COMPUTE_FLAG_TURNS;
@@ -539,9 +630,18 @@ static void tick(uint64_t now)
 static void *ticker_main(void *arg)
 {
     uint64_t next = vgpu_compute_now();
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     (void)arg;
+    /* the ticker's own driver calls (still_busy) must never touch another thread's capture */
+    t_ticker = G.exchange_mode == NULL || G.exchange_mode(&mode) == CUDA_SUCCESS;
     for (;;) {
         next += TICK_NS;
+        /* only a high-priority process beside others wakes between ticks (watch) */
+        for (uint64_t t = vgpu_compute_now(); watching() && t + WATCH_NS < next;
+             t = vgpu_compute_now()) {
+            sleep_until(t + WATCH_NS);
+            watch(vgpu_compute_now());
+        }
         sleep_until(next);
         uint64_t now = vgpu_compute_now();
         if (now > next + 10 * TICK_NS) /* stopped (SIGSTOP, suspend): do not catch up */
@@ -751,7 +851,8 @@ static void poll_locked(struct cdev *c)
         pool_put(c, p->end);
         p->live = 0;
         c->head = (c->head + 1) % RING;
-        c->count--;
+        ST(&c->count, c->count - 1);
+        ST(&c->poll_due, c->count > 0 ? c->ring[c->head].due : 0);
     }
 }
 
@@ -801,8 +902,61 @@ static uint64_t wait_turn(struct cdev *c, uint64_t cost, uint64_t from)
     return now;
 }
 
+/* The capture mode of the calling thread, swapped to relaxed before the gate's first own driver
+ * call and restored when the gate is done: another thread may be capturing a graph in the
+ * global mode, which forbids this thread's cuEventQuery (it would invalidate that capture); the
+ * gate's calls never touch a capturing stream.  Most launches make no driver call of the gate's
+ * own and pay nothing for this. */
+struct capture_mode {
+    CUstreamCaptureMode mode;
+    int relaxed;
+};
+
+static void relax(struct capture_mode *m)
+{
+    if (m->relaxed || G.exchange_mode == NULL)
+        return;
+    m->mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    m->relaxed = G.exchange_mode(&m->mode) == CUDA_SUCCESS;
+}
+
+static void restore(struct capture_mode *m)
+{
+    if (m->relaxed)
+        (void)G.exchange_mode(&m->mode);
+}
+
+/* Polls the measurements when the oldest one is due (its estimated end has passed) or `force`:
+ * one cuEventQuery per due measurement instead of one per launch. */
+static void poll_due(struct cdev *c, uint64_t now, int force, struct capture_mode *m)
+{
+    if (LD(&c->count) == 0 || (!force && now < LD(&c->poll_due)))
+        return;
+    relax(m);
+    spin_lock(&c->lock);
+    poll_locked(c);
+    spin_unlock(&c->lock);
+}
+
+/* Whether a launch must wait now: the agent says yield, or a claiming high is busy (its slot's
+ * activity, published on each of its launches, within VGPU_NODE_CLAIM_GRACE_NS).  The
+ * ticker's yield verdict without a claimer list (no node region) holds as it is. */
+static int must_wait(struct cdev *c, uint64_t now)
+{
+    uint32_t slots[CLAIM_MAX], n = LD(&c->nclaim), i;
+
+    if (LD(&c->forced))
+        return 1;
+    if (n == 0 || G.node == NULL)
+        return LD(&c->yield) != 0;
+    for (i = 0; i < n && i < CLAIM_MAX; i++)
+        slots[i] = LD(&c->claim[i]);
+    return vgpu_node_claimed(G.node, slots, n < CLAIM_MAX ? n : CLAIM_MAX, now);
+}
+
 /* The gate proper, for a launch of `key` on `stream` on device `d` (vgpu_compute_enter). */
-static void gate(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d, uint64_t now)
+static void gate(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d, uint64_t now,
+                 struct capture_mode *m)
 {
     struct cdev *c = &G.dev[d];
     uint64_t est, wait, outstanding;
@@ -812,13 +966,13 @@ static void gate(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d,
     int want_sample;
     int bounded;
 
-    if (LD(&c->yield)) {
+    if (must_wait(c, now)) {
         if (G.proc != NULL)
             ST(&G.proc->compute.yielding, 1u);
-        while (LD(&c->yield)) {
+        do {
             __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
-            sleep_until(vgpu_compute_now() + SLEEP_CHUNK_NS);
-        }
+            sleep_until(vgpu_compute_now() + (LD(&c->nclaim) ? CLAIM_POLL_NS : SLEEP_CHUNK_NS));
+        } while (must_wait(c, vgpu_compute_now()));
         if (G.proc != NULL)
             ST(&G.proc->compute.yielding, 0u);
         add_waited(c, now);
@@ -827,23 +981,18 @@ static void gate(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d,
     limit = LD(&c->limit);
     ADD(&c->blk->launches, 1u);
     g->dev = d;
-    if (vgpu_cu.cuCtxGetCurrent == NULL || vgpu_cu.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS)
-        ctx = NULL;
 
     /* The queue bound: no more than QUEUE_NS of estimated work ahead of the GPU, for paced
      * work and for low-priority work on a shared GPU (so that it can yield at short notice). */
     bounded = limit != 0 || G.priority == LIM_PRIORITY_LOW;
-    spin_lock(&c->lock);
-    poll_locked(c);
     outstanding = LD(&c->submitted) - LD(&c->completed);
-    while (bounded && outstanding > QUEUE_NS && c->count > 0) {
-        spin_unlock(&c->lock);
+    poll_due(c, now, bounded && outstanding > QUEUE_NS, m);
+    outstanding = LD(&c->submitted) - LD(&c->completed);
+    while (bounded && outstanding > QUEUE_NS && LD(&c->count) > 0) {
         sleep_until(vgpu_compute_now() + 100000u);
-        spin_lock(&c->lock);
-        poll_locked(c);
+        poll_due(c, 0, 1, m);
         outstanding = LD(&c->submitted) - LD(&c->completed);
     }
-    spin_unlock(&c->lock);
 
     est = lim_cost_estimate(&G.costs, key, &known);
     if (limit != 0) {
@@ -884,14 +1033,26 @@ static void gate(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d,
          * cost counts as HORIZON_UNKNOWN_NS: better a neighbour yields a little long than a
          * starting high-priority job is seen idle while its first kernels wait. */
         uint64_t hz = LD(&c->horizon);
-        ST(&c->horizon, (hz > now ? hz : now) + (known ? est : HORIZON_UNKNOWN_NS));
+        hz = (hz > now ? hz : now) + (known ? est : HORIZON_UNKNOWN_NS);
+        ST(&c->horizon, hz);
+        /* a high one tells its low neighbours at once how long it keeps the GPU busy: its
+         * estimated work, plus the lows' own queue bound, which may run ahead of it */
+        if (G.priority == LIM_PRIORITY_HIGH && G.node != NULL && c->node_slot >= 0)
+            vgpu_node_touch(G.node, c->node_slot, hz + QUEUE_NS);
     }
 
     /* Measure: unknown or young signatures, one in SAMPLE_EVERY, and whenever the queue bound
      * needs fresh news. */
+    /* ... and whenever QUEUE_NS / 4 of estimated work went by unmeasured: the queue bound
+     * counts what is outstanding from the newest finished measurement, so a coarser grain
+     * would drain the queue (and idle the GPU) before the bound lets a launch go */
     want_sample = !known || ADD(&c->nlaunch, 1u) % SAMPLE_EVERY == 0 ||
-                  (outstanding > QUEUE_NS / 2 && c->count == 0) || (limit == 0 && c->count == 0);
-    if (!want_sample || ctx == NULL)
+                  LD(&c->submitted) - LD(&c->sampled_at) >= QUEUE_NS / 4u;
+    if (!want_sample)
+        return;
+    relax(m);
+    if (vgpu_cu.cuCtxGetCurrent == NULL || vgpu_cu.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS ||
+        ctx == NULL)
         return;
     spin_lock(&c->lock);
     if (c->count < RING) {
@@ -906,12 +1067,30 @@ static void gate(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d,
             vgpu_cu.cuEventRecord(p->start, stream) == CUDA_SUCCESS) {
             p->key = key;
             p->live = 1;
+            p->due = LD(&c->horizon);
+            ST(&c->sampled_at, LD(&c->submitted));
             g->sample = (int)i;
-            c->count++; /* reserved; filled in by leave() */
+            if (c->count == 0)
+                ST(&c->poll_due, p->due);
+            ST(&c->count, c->count + 1); /* reserved; filled in by leave() */
             p->mark = UINT64_MAX;
         } else {
             pool_put(c, p->start);
             pool_put(c, p->end);
+        }
+    } else if (RING > 1 && c->pool_ctx == ctx) {
+        /* Full: the newest measurement moves to this launch, so that the newest work is
+         * always measured (the queue bound and a high one's "still busy" read its end). */
+        uint32_t i = (c->head + RING - 1u) % RING;
+        struct pend *p = &c->ring[i];
+        if (__atomic_load_n(&p->mark, __ATOMIC_ACQUIRE) != UINT64_MAX &&
+            vgpu_cu.cuEventRecord(p->start, stream) == CUDA_SUCCESS) {
+            p->chained = 1; /* a full ring: the stream has work ahead */
+            p->key = key;
+            p->due = LD(&c->horizon);
+            ST(&c->sampled_at, LD(&c->submitted));
+            g->sample = (int)i;
+            __atomic_store_n(&p->mark, UINT64_MAX, __ATOMIC_RELEASE);
         }
     }
     spin_unlock(&c->lock);
@@ -924,8 +1103,7 @@ void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream)
     uint64_t now;
     CUdevice d = -1;
     struct cdev *c;
-    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    int relaxed;
+    struct capture_mode mode = {CU_STREAM_CAPTURE_MODE_RELAXED, 0};
 
     g->dev = -1;
     g->sample = -1;
@@ -945,13 +1123,8 @@ void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream)
         capturing(stream))
         return;
 
-    /* Another thread may be capturing a graph in the global mode, which forbids this thread's
-     * cuEventQuery (it would invalidate that capture): the gate's own driver calls run in the
-     * relaxed mode (they never touch a capturing stream), and the caller's mode is restored. */
-    relaxed = G.exchange_mode != NULL && G.exchange_mode(&mode) == CUDA_SUCCESS;
-    gate(g, key, stream, d, now);
-    if (relaxed)
-        (void)G.exchange_mode(&mode);
+    gate(g, key, stream, d, now, &mode);
+    restore(&mode);
 }
 
 void vgpu_compute_leave(struct vgpu_gate *g, CUstream stream, CUresult rc)

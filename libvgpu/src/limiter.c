@@ -201,22 +201,27 @@ uint32_t lim_sat_estimate(uint32_t f_now_mhz, uint32_t power_mw, uint32_t util_p
 uint32_t lim_busy_feedback(uint32_t k_ppm, uint64_t busy_ns, uint64_t charged_ns,
                            uint64_t window_ns)
 {
-    uint64_t sample;
+    uint64_t sample, res = window_ns / 100u; /* NVML reports whole percent */
 
-    if (k_ppm < LIM_SCALE_ONE)
-        k_ppm = LIM_SCALE_ONE;
+    if (k_ppm < LIM_FEEDBACK_MIN_PPM)
+        k_ppm = LIM_FEEDBACK_MIN_PPM;
+    if (k_ppm > LIM_FEEDBACK_MAX_PPM)
+        k_ppm = LIM_FEEDBACK_MAX_PPM;
     if (window_ns == 0 || charged_ns * 100u < window_ns * LIM_FEEDBACK_MIN_SHARE_PCT)
         return k_ppm;
-    /* NVML reports whole percent: one point of the window is within its resolution */
-    busy_ns = busy_ns > window_ns / 100u ? busy_ns - window_ns / 100u : 0;
     if (busy_ns > UINT64_MAX / LIM_SCALE_ONE)
         sample = LIM_FEEDBACK_MAX_PPM;
-    else
+    else if (busy_ns > charged_ns + res)
+        sample = (busy_ns - res) * LIM_SCALE_ONE / charged_ns;
+    else if (busy_ns < charged_ns)
         sample = busy_ns * LIM_SCALE_ONE / charged_ns;
-    if (sample < LIM_SCALE_ONE)
+    else
         sample = LIM_SCALE_ONE;
+    if (sample < LIM_FEEDBACK_MIN_PPM)
+        sample = LIM_FEEDBACK_MIN_PPM;
     if (sample > LIM_FEEDBACK_MAX_PPM)
         sample = LIM_FEEDBACK_MAX_PPM;
+    /* charged_ns is the estimates before any factor: the sample is the factor itself */
     return (uint32_t)(((uint64_t)k_ppm + sample) / 2u);
 }
 

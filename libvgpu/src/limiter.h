@@ -134,14 +134,20 @@ uint64_t lim_scale_cost(uint64_t cost_ns, uint32_t scale_ppm);
 
 /* ---- busy feedback ------------------------------------------------------------------------------
  * The slow outer loop over the estimates: while a paced container is alone on its GPU, the GPU's
- * busy time (NVML utilisation) over a window is the container's own; when it exceeds what the
- * pacer charged for the same window (estimates of short kernels miss the per-launch front-end
- * time the GPU spends between them), the charged costs are scaled up by the ratio.  The factor
- * only ever charges more (>= 1, the GPU share never exceeds the limit on the estimates' account)
- * and at most LIM_FEEDBACK_MAX_PPM.  Returns the new factor: half way from `k_ppm` to
- * (busy - 1 % of the window) / charged (NVML's utilisation has whole-percent resolution);
- * unchanged when the window charged less than LIM_FEEDBACK_MIN_SHARE_PCT of it. */
-#define LIM_FEEDBACK_MAX_PPM       1500000u
+ * busy time (NVML utilisation) over a window is the container's own, and the factor on charged
+ * costs moves half way to busy / charged (the estimates before any factor) each window, both
+ * ways:
+ *  - up, when the GPU was busier than charged (estimates of short kernels that miss the GPU's
+ *    per-launch time; work gpuwarden does not manage), to (busy - 1 % of the window) / charged
+ *    (NVML's utilisation has whole-percent resolution), at most LIM_FEEDBACK_MAX_PPM;
+ *  - down, when the GPU was less busy than charged (samples of kernels launched into an idle
+ *    stream carry launch latency the GPU does not spend busy), to busy / charged, at least
+ *    LIM_FEEDBACK_MIN_PPM: a launch-bound application under a limit it does not reach must not
+ *    be held back by an over-estimate;
+ *  - not at all within that one point, or when the window charged less than
+ *    LIM_FEEDBACK_MIN_SHARE_PCT of it.  Returns the new factor. */
+#define LIM_FEEDBACK_MAX_PPM       2000000u
+#define LIM_FEEDBACK_MIN_PPM       500000u
 #define LIM_FEEDBACK_MIN_SHARE_PCT 3u
 uint32_t lim_busy_feedback(uint32_t k_ppm, uint64_t busy_ns, uint64_t charged_ns,
                            uint64_t window_ns);

@@ -144,6 +144,36 @@ static uint64_t other_live(const struct vgpu_node_slot *s, const uint8_t uuid[16
     return cid == my_container || memcmp(s->uuid, uuid, 16) != 0 ? 0 : cid;
 }
 
+static int claiming(const struct vgpu_node_slot *s)
+{
+    return LD(&s->priority) == 0 && !(LD(&s->flags) & VGPU_NODE_FLAG_LIMITED);
+}
+
+uint32_t vgpu_node_claimers(const struct vgpu_node_region *r, const uint8_t uuid[16],
+                            uint64_t my_container, uint64_t now_ns, uint32_t *slots, uint32_t max)
+{
+    uint32_t i, n = 0;
+
+    for (i = 0; i < VGPU_NODE_SLOTS && n < max; i++)
+        if (other_live(&r->slots[i], uuid, my_container, now_ns) != 0 && claiming(&r->slots[i]))
+            slots[n++] = i;
+    return n;
+}
+
+int vgpu_node_claimed(const struct vgpu_node_region *r, const uint32_t *slots, uint32_t n,
+                      uint64_t now_ns)
+{
+    uint32_t i;
+
+    for (i = 0; i < n; i++) {
+        const struct vgpu_node_slot *s = &r->slots[slots[i] % VGPU_NODE_SLOTS];
+        if (LD(&s->owner) != 0 && claiming(s) &&
+            fresh(LD(&s->active_ns), now_ns, VGPU_NODE_CLAIM_GRACE_NS))
+            return 1;
+    }
+    return 0;
+}
+
 void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
                       uint64_t my_container, uint64_t now_ns, struct vgpu_node_census *out)
 {
@@ -179,10 +209,17 @@ void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
             continue;
         if (nseen < 64)
             seen[nseen++] = cid;
-        if (LD(&s->priority) == 0)
-            out->high++;
-        else
+        /* A high-priority container claims the GPU (lows yield) only when it is not itself
+         * held to a share; a paced one is a plain neighbour: lows take turns with it, each
+         * held to its own share, instead of leaving the GPU idle beside a capped high.  A
+         * claiming high counts only while busy (work queued or launched within the grace):
+         * between its bursts the GPU is the lows' as if they were alone. */
+        if (claiming(s)) {
+            if (fresh(LD(&s->active_ns), now_ns, VGPU_NODE_CLAIM_GRACE_NS))
+                out->high++;
+        } else {
             out->low++;
+        }
     }
 }
 

@@ -12,6 +12,11 @@
 
 #define VGPU_NODE_STALE_NS  250000000ull /* heartbeat older than this: dead or stopped */
 #define VGPU_NODE_ACTIVE_NS 50000000ull  /* launched within this: active on its GPU */
+/* A claiming high (an unpaced high-priority container) makes lows wait while it launched, or
+ * had work queued, within this: lows use the GPU's idle time between its bursts.  It covers a
+ * high application's own CPU time between a synchronisation and its next launch, and a few ms
+ * of its ticker thread being late on a loaded machine. */
+#define VGPU_NODE_CLAIM_GRACE_NS 5000000ull
 
 /* Maps the node region at `path`, creating and initialising it if needed.  Returns it, or NULL
  * with a message naming the path in `err`. */
@@ -41,8 +46,10 @@ void vgpu_node_touch(struct vgpu_node_region *r, int slot, uint64_t now_ns);
 void vgpu_node_release(struct vgpu_node_region *r, int slot, uint64_t owner);
 
 struct vgpu_node_census {
-    uint32_t high;    /* other containers active on the GPU, priority 0 */
-    uint32_t low;     /* ... priority 1 */
+    uint32_t high;    /* other containers on the GPU, priority 0 and not paced (claiming),
+                       * busy within VGPU_NODE_CLAIM_GRACE_NS: lows yield to them */
+    uint32_t low;     /* other active containers: priority 1, or priority 0 but held to a
+                       * share (paced); a claiming high that is quieter counts for neither */
     uint32_t present; /* other containers with a live process on the GPU, active or not */
 };
 
@@ -50,6 +57,17 @@ struct vgpu_node_census {
  * active_ns within VGPU_NODE_ACTIVE_NS (active_ns may lie ahead: work still queued). */
 void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
                       uint64_t my_container, uint64_t now_ns, struct vgpu_node_census *out);
+
+/* The slots of other containers' processes on `uuid` that are claiming highs (priority 0, not
+ * paced), active or not; returns how many were stored (at most `max`).  A low's launch path
+ * reads their active_ns to wait while one is busy (VGPU_NODE_CLAIM_GRACE_NS). */
+uint32_t vgpu_node_claimers(const struct vgpu_node_region *r, const uint8_t uuid[16],
+                            uint64_t my_container, uint64_t now_ns, uint32_t *slots, uint32_t max);
+
+/* 1 when one of the claimer slots still holds a claiming high that launched or had work queued
+ * within VGPU_NODE_CLAIM_GRACE_NS of `now_ns`. */
+int vgpu_node_claimed(const struct vgpu_node_region *r, const uint32_t *slots, uint32_t n,
+                      uint64_t now_ns);
 
 /* The other containers paced on `uuid` and active at `now_ns` (LIMITED, not YIELDING), as turn
  * members (limiter.h), one per container (its largest share and class); returns how many were

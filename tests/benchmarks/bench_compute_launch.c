@@ -2,8 +2,10 @@
  * limiter's "no limit" overhead (run by bench_compute.py with and without libvgpu preloaded,
  * alternately).  Reaches the driver like the CUDA runtime: dlopen("libcuda.so.1") + dlsym.
  *
- *   bench_compute_launch ROUNDS PER_ROUND
+ *   bench_compute_launch ROUNDS PER_ROUND [SPIN_NS]
  *   prints: ns_per_launch=<median over rounds> min_ns_per_launch=<best round>
+ *   SPIN_NS: the CPU spins this long between launches (a launch-bound application's own work,
+ *   which leaves the GPU mostly idle); it is not counted in ns_per_launch.
  *
  * The kernel is PTX JIT-compiled by the driver (no nvcc needed).  On the simulated driver the
  * module image is ignored and the kernel is a 1-us simulated one.
@@ -61,6 +63,7 @@ int main(int argc, char **argv)
     CUfunction fn;
     int rounds = argc > 1 ? atoi(argv[1]) : 200;
     int per = argc > 2 ? atoi(argv[2]) : 500;
+    uint64_t spin = argc > 3 ? (uint64_t)atoll(argv[3]) : 0;
     double *ns;
     void *h = dlopen("libcuda.so.1", RTLD_NOW);
 
@@ -88,11 +91,18 @@ int main(int argc, char **argv)
         launch(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
     sync();
     for (int r = 0; r < rounds; r++) {
-        uint64_t t0 = now_ns();
-        for (int i = 0; i < per; i++)
+        uint64_t t0 = now_ns(), spun = 0;
+        for (int i = 0; i < per; i++) {
             if (launch(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS)
                 return 6;
-        ns[r] = (double)(now_ns() - t0) / per;
+            if (spin != 0) {
+                uint64_t s0 = now_ns(), s1;
+                while ((s1 = now_ns()) < s0 + spin)
+                    ;
+                spun += s1 - s0;
+            }
+        }
+        ns[r] = (double)(now_ns() - t0 - spun) / per;
         sync();
     }
     qsort(ns, (size_t)rounds, sizeof *ns, cmp);

@@ -160,7 +160,7 @@ def main() -> int:
         print(f"| {label} | {pct(values, 50):.2f} | {pct(values, 99):.2f} | "
               f"{max(values):.2f} |")
     print(f"\nextender CPU per filter + prioritize pair: {cpu_ms:.2f} ms (its whole process, "
-          "HTTP and JSON included; independent of the machine's load)")
+          "HTTP and JSON included: less sensitive to the machine's load than wall time)")
     target = pct(pair, 99) < 10.0
     print(f"\nfilter + prioritize p99 < 10 ms: {'yes' if target else 'NO'}")
     return 0 if target else 1

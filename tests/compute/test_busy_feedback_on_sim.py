@@ -1,7 +1,7 @@
 """On the simulated GPU (whose NVML reports the timeline's busy time): a paced container alone
 on its GPU keeps a cost scale of 1 when its estimates are exact, and GPU work that gpuwarden
 does not manage (no shim, not in the node region) counts against it: the busy feedback raises
-its charged costs, up to 1.5x, holding it below its limit (the safe side)."""
+its charged costs, up to 2x, holding it below its limit (the safe side)."""
 
 from __future__ import annotations
 
@@ -36,5 +36,5 @@ def test_unmanaged_work_counts_against_a_paced_container(loop, sim_gpu, tmp_path
     loop.result(other)
     with Region.open(region) as r:
         state = r.compute_state(0)
-    assert 1.3 <= state.cost_scale <= 1.5
+    assert 1.3 <= state.cost_scale <= 2.0
     assert out["share"] <= 0.30

@@ -55,4 +55,6 @@ def test_force_holds_high_priority_sharing_with_low(loop, sim_gpu, tmp_path) -> 
                      CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / "low.region"))
     sh, sl = loop.result(high)["share"], loop.result(low)["share"]
     assert sh == pytest.approx(0.40, abs=0.05), (sh, sl)
-    assert sl <= 0.05, (sh, sl)  # low priority still yields to active high-priority work
+    # a high-priority container held to a share does not claim the GPU: the low one takes
+    # turns with it, held to its own gpucores, instead of leaving 60 % of the GPU idle
+    assert sl == pytest.approx(0.30, abs=0.05), (sh, sl)

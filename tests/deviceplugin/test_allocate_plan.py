@@ -11,6 +11,7 @@ from deviceplugin.allocation import (
     CONTAINER_LIB,
     CONTAINER_REGION,
     AllocationError,
+    ContainerSpec,
     HostPaths,
     PodView,
     match_pod,
@@ -60,6 +61,10 @@ def test_oldest_allocating_pod_first_then_its_next_container() -> None:
     ([assigned_pod("p", [("c", [(A0, 1, 0), (A0, 1, 0)])])], [ID0, f"{A0}::4"],
      ["distinct GPUs"]),
     ([plain_pod("p", 2)], [ID0], ["no pod"]),
+    ([replace(plain_pod("p", 1), containers=(ContainerSpec("m", gpus=1,
+                                                           other_gpu_resources=True),))],
+     [ID0], ["pod default/p container 'm' asks for GPU memory or cores",
+             "no gpuwarden.io/assignment", "gpuwarden-scheduler"]),
     ([], [], ["no device IDs"]),
 ])
 def test_unmatchable_request_names_the_pods_and_why(pods: list[PodView], ids: list[str],

@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from testbed.procs import wait_for
+
 REPO = Path(__file__).resolve().parents[2]
 GPU_JOB_SRC = REPO / "examples" / "demo" / "gpu_job.c"
 
@@ -130,6 +132,20 @@ class AgentProc:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as err:
             return err.code, err.read().decode()
+
+    def wait_loops_after(self, t: float, loops: int = 2, timeout: float = 30.0) -> None:
+        """Wait until the agent has completed `loops` loops stamped after wall time `t`: what
+        was true at `t` has then been sampled and judged at least once (where a fixed sleep
+        would pass without a loop on a slow machine)."""
+        seen: list[float] = []
+
+        def newer() -> bool:
+            ts = self.metric("gpuwarden_agent_last_loop_timestamp_seconds") or 0.0
+            if ts > t and (not seen or ts > seen[-1]):
+                seen.append(ts)
+            return len(seen) >= loops
+
+        wait_for(newer, timeout, f"{loops} agent loops after {t:.3f}")
 
     def metric(self, name: str, labels: dict[str, str] | None = None) -> float | None:
         _, text = self.get("/metrics")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from agent_harness import AgentProc, pid_alive
+from testbed.procs import wait_for
 
 from libvgpu.region import Region
 
@@ -21,7 +22,9 @@ def test_restart_finds_workload_without_false_kill(start_agent, gpu_job: Path) -
                   [gpu_job, "256", "12000"])
     adm = agent.wait_event(lambda e: e.get("event") == "workload_admitted")
     region = agent.state_dir / "regions" / f"{adm['workload']['id']}.region"
-    time.sleep(1.5)
+    with Region.open(region) as r:
+        wait_for(lambda: r.snapshot().devices[0].used_bytes >= 256 << 20, 15,
+                 "the job's 256 MiB in its region")
     agent.kill9()
     with Region.open(region) as r:
         dev = r.snapshot().devices[0]
@@ -30,7 +33,7 @@ def test_restart_finds_workload_without_false_kill(start_agent, gpu_job: Path) -
     agent.start()
     ev = agent.wait_event(lambda e: e.get("event") == "workload_restored", after=n)
     assert ev["workload"]["id"] == adm["workload"]["id"] and w.pid in ev["pids"]
-    time.sleep(2.0)
+    agent.wait_loops_after(time.time())  # the restored workload judged (kill after 0s) twice
     assert pid_alive(w.pid)
     assert not [e for e in agent.events()[n:] if e.get("event") in ("violation", "action")]
     assert agent.metric("gpuwarden_workloads") == 1

@@ -48,7 +48,8 @@ def test_compute_verdict_only_when_sharing_and_after_grace(start_agent, gpu_job:
     assert not compute_verdicts(agent)
     neighbour = agent.run(["--namespace", "watchc", "--name", "neighbour", "--gpucores", "30"],
                           [gpu_job, "16", "12000"])
-    time.sleep(1)
+    assert neighbour.stdout is not None and "holding" in neighbour.stdout.readline()
+    agent.wait_loops_after(time.time())  # the GPU is shared as far as the agent knows
     t0 = time.time()
     hog = busy(agent, cudactl, "hog", 8)
     ev = agent.wait_event(lambda e: e.get("verdict") == "compute", timeout=30)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from agent_harness import REPO, AgentProc
+from testbed.procs import wait_for
 
 
 def top_once(agent: AgentProc) -> str:
@@ -26,9 +26,8 @@ def test_corrupt_region_is_reported_and_agent_keeps_running(start_agent, gpu_job
     w = agent.run(["--namespace", "demo", "--name", "victim", "--gpumem", "1GiB"],
                   [gpu_job, "128", "8000"])
     adm = agent.wait_event(lambda e: e.get("event") == "workload_admitted")
-    time.sleep(1.0)
-    table = top_once(agent)
-    assert "demo/victim" in table and " yes " in table
+    wait_for(lambda: "demo/victim" in (t := top_once(agent)) and " yes " in t, 15,
+             "`gpuwarden top` showing demo/victim running the shim")
     region = agent.state_dir / "regions" / f"{adm['workload']['id']}.region"
     with region.open("r+b") as f:
         f.write(b"\0" * 8)  # the magic

@@ -4,7 +4,6 @@ agent; --dry-run and audit-mode rules only record would_kill."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -13,11 +12,16 @@ from agent_harness import AgentProc, pid_alive
 pytestmark = [pytest.mark.bpf, pytest.mark.slow]
 
 
-def test_crossing_allocation_never_returns(start_agent, gpu_job: Path) -> None:  # type: ignore[no-untyped-def]
+def test_crossing_allocation_never_returns(start_agent, gpu_job: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     agent: AgentProc = start_agent()
-    # sleep first so the kill limit is armed before the first allocation
+    # The job allocates only once the kill limit is armed for it (the gate file).
+    gate = tmp_path / "armed"
     p = agent.run(["--namespace", "strict", "--name", "crosser", "--gpumem", "1GiB"],
-                  ["sh", "-c", f"sleep 1; exec {gpu_job} --bypass 2048 5000 256"])
+                  ["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done; "
+                               f"exec {gpu_job} --bypass 2048 5000 256"])
+    agent.wait_event(lambda e: e.get("event") == "kernel_kill_limit" and p.pid in e["pids"],
+                     timeout=30)
+    gate.touch()
     out, _ = p.communicate(timeout=30)
     assert p.returncode == -9 and "holding" not in out
     kk = agent.wait_event(lambda e: e.get("action") == "kernel_kill")
@@ -53,7 +57,6 @@ def test_audit_mode_rule_never_signals(start_agent, gpu_job: Path) -> None:  # t
     p = agent.run(["--namespace", "watch", "--name", "audited"],
                   [gpu_job, "--bypass", "64", "4000"])
     agent.wait_event(lambda e: e.get("action") == "would_terminate")
-    time.sleep(2.5)  # past the 2 s grace: would_kill, never a signal
-    agent.wait_event(lambda e: e.get("action") == "would_kill")
+    agent.wait_event(lambda e: e.get("action") == "would_kill")  # past the 2 s grace
     p.communicate(timeout=30)
     assert p.returncode == 0

@@ -75,9 +75,10 @@ def test_protected_process_name_is_never_touched(start_agent, gpu_job: Path,  # 
     agent: AgentProc = start_agent("--no-ebpf", "--protect", "gpu_job",
                                    policy=[write_policy(tmp_path / "harsh", harsh)])
     stranger = subprocess.Popen([str(gpu_job), "64", "3500"], env=agent.env,
-                                stdout=subprocess.DEVNULL)
-    time.sleep(3)
+                                stdout=subprocess.PIPE, text=True)
+    assert stranger.stdout is not None and "holding" in stranger.stdout.readline()
+    agent.wait_loops_after(time.time())  # its memory seen and judged (kill after 0s) twice
     assert stranger.poll() is None
-    stranger.wait(30)
+    stranger.communicate(timeout=30)
     assert stranger.returncode == 0
     assert not [e for e in agent.events() if e.get("event") in ("violation", "action")]

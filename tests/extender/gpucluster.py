@@ -7,7 +7,9 @@ kubelet is needed: a bound pod simply stays bound."""
 from __future__ import annotations
 
 import base64
+import os
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -49,10 +51,11 @@ class GpuCluster:
                       labels=labels, annotations={NODE_GPUS: encode_node_gpus(inv),
                                                   HAMI_NODE_REGISTER: encode_hami_register(inv)})
 
-    def metrics(self) -> str:
+    def metrics(self, port: int | None = None) -> str:
         import urllib.request
 
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=10) as r:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port or self.port}/metrics",
+                                    timeout=10) as r:
             return r.read().decode()
 
     def wait_known(self, names: Sequence[str], timeout: float = 30.0) -> None:
@@ -71,6 +74,33 @@ class GpuCluster:
                     return
             time.sleep(0.05)
         raise TimeoutError(f"the extender did not learn of nodes {names} in {timeout}s")
+
+
+def start_extender(kubeconfig: Path, port: int, log: Path, *extra: str,
+                   timeout: float = 60.0) -> subprocess.Popen[bytes]:
+    """A `gpuwarden extender` process with the examples policy; returns once it is ready."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gpuwarden", "extender", "--kubeconfig", str(kubeconfig),
+             "--port", str(port), "--policy", str(REPO / "examples" / "policies"), *extra],
+            cwd=REPO, env=env, stdout=out, stderr=out)
+    deadline = time.monotonic() + timeout
+    while "gpuwarden extender: ready" not in log.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop(proc)
+            raise RuntimeError(f"the extender did not become ready:\n{log.read_text()}")
+        time.sleep(0.1)
+    return proc
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
 
 
 def scheduler_config(port: int) -> dict[str, Any]:

@@ -150,7 +150,8 @@ def test_two_replicas_with_stale_views_never_hand_out_the_same_memory() -> None:
     assert bind(one, p1, "a") == ""
     err = bind(two, p2, "a")
     assert "20480MiB free, needs 61440MiB" in err
-    assert two.metrics.conflicts._value.get() == 0  # it re-read the node before reserving
+    # its stale write was refused by the resourceVersion guard, then it re-read and re-fitted
+    assert two.metrics.conflicts._value.get() == 1
     assert c.bindings == [("default/p1", "a")]
 
 
@@ -278,3 +279,82 @@ def test_http_ready_only_after_sync_and_bad_bodies_are_named(served: Any) -> Non
     assert 'gpuwarden_gpu_memory_capacity_bytes{gpu_uuid="GPU-a-0",node="a"} 8.589934592e+10' \
         in text
     assert "gpuwarden_extender_filter_seconds_count 1.0" in text
+
+
+def test_a_repeated_bind_of_a_bound_pod_neither_undoes_nor_moves_it() -> None:
+    # kube-scheduler calls bind again when a slow bind outlived its httpTimeout
+    c = FakeCluster()
+    c.add_node("a", 80 * GIB)
+    c.add_node("b", 80 * GIB)
+    ext = extender(c)
+    pod = c.add_pod("p", {"gpumem": 1000})
+    assert bind(ext, pod, "a") == ""
+    assert bind(ext, pod, "a") == ""
+    assert bind(ext, pod, "b") == "gpuwarden: pod default/p is already bound to a"
+    assert ASSIGNMENT in c.pods["default/p"]["metadata"]["annotations"]
+    assert ALLOCATIONS not in c.nodes["b"]["metadata"]["annotations"]
+    assert c.bindings == [("default/p", "a")]
+
+
+def test_a_binding_whose_answer_was_lost_is_kept() -> None:
+    c = FakeCluster()
+    c.add_node("a", 80 * GIB)
+    ext = extender(c)
+    pod = c.add_pod("p", {"gpumem": 1000})
+    real = c.bind
+
+    def bind_then_fail(namespace: str, name: str, uid: str, node: str) -> None:
+        real(namespace, name, uid, node)
+        raise TimeoutError("the answer was lost")
+
+    c.bind = bind_then_fail  # type: ignore[method-assign]
+    assert bind(ext, pod, "a") == ""
+    assert decode_allocations(c.nodes["a"]["metadata"]["annotations"][ALLOCATIONS]
+                              ).get("uid-p") is not None
+    assert ASSIGNMENT in c.pods["default/p"]["metadata"]["annotations"]
+
+
+def test_the_pod_cache_keeps_a_few_fields_of_each_pod() -> None:
+    c = FakeCluster()
+    c.add_pod("p", {"gpumem": 1000}, annotations={"big": "x" * 10000})
+    ext = extender(c)
+    assert ext.pods.get("default/p") == {
+        "metadata": {"name": "p", "namespace": "default", "uid": "uid-p",
+                     "resourceVersion": c.pods["default/p"]["metadata"]["resourceVersion"]},
+        "spec": {"nodeName": None}, "status": {"phase": "Pending"}}
+    ext.pods.apply({"type": "MODIFIED", "object": {**c.pods["default/p"],
+                                                   "status": {"phase": "Running"}}})
+    assert ext.pods.get("default/p")["status"] == {"phase": "Running"}  # type: ignore[index]
+
+
+def test_a_failing_verb_still_answers_with_the_error(served: Any) -> None:
+    _, _, srv = served
+
+    def broken(args: Any) -> Any:
+        raise KeyError("surprise")
+
+    srv.routes["/filter"] = broken
+    code, body = _post(srv.port, "/filter", b"{}")
+    assert code == 500 and body == {"Error": "/filter: KeyError: 'surprise'"}
+
+
+def test_capacity_answers_for_the_webhook_against_empty_nodes() -> None:
+    from gpuwarden.placement import PodPlanner
+    from policy.pods import workloads_from_manifest
+
+    def planner(ext: Extender, mib: int) -> PodPlanner:
+        pod = {"metadata": {"name": "p"}, "spec": {"containers": [
+            {"name": "c", "resources": {"limits": {"nvidia.com/gpumem": mib}}}]}}
+        return PodPlanner(workloads_from_manifest(pod, "p"), ext.policy, {})
+
+    c = FakeCluster()
+    assert extender(c).capacity(planner(extender(c), 10**6)) is None  # no GPU node known yet
+    c.add_node("small", 1000)
+    c.add_node("full", 80 * GIB)
+    ext = extender(c)
+    assert bind(ext, c.add_pod("hog", {"gpumem": 80 * GIB}), "full") == ""
+    assert ext.capacity(planner(ext, 60 * GIB)) is None  # fits "full" once it empties
+    assert ext.capacity(planner(ext, 90 * GIB)) == (
+        "full: container c needs 1 GPU with 92160MiB, 0 fit: GPU0 has 81920MiB in all, less "
+        "than the 92160MiB asked; small: container c needs 1 GPU with 92160MiB, 0 fit: GPU0 "
+        "has 1000MiB in all, less than the 92160MiB asked")

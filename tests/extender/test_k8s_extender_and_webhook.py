@@ -10,13 +10,14 @@ import json
 import re
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from gpucluster import GpuCluster
+from gpucluster import GpuCluster, start_extender, stop
 from kubernetes import client, utils
 from kubernetes.client.rest import ApiException
 
@@ -251,7 +252,15 @@ def test_burst_of_500_pods_on_50_nodes_never_overcommits_a_gpu(gpu_cluster: GpuC
     for t in threads:
         t.join()
     assert errors == []
-    pods = wait(lambda: bound(api, ns, 500), 300, "all 500 pods bound")
+    try:
+        pods = wait(lambda: bound(api, ns, 500), 300, "all 500 pods bound")
+    except AssertionError:
+        waiting = [p.metadata.name for p in pods_of(api, ns) if not p.spec.node_name]
+        events = v1.list_namespaced_event(ns, field_selector=f"involvedObject.name="
+                                          f"{waiting[0]}").items if waiting else []
+        raise AssertionError(f"{len(waiting)} pods not bound, e.g. {waiting[:5]}; events of "
+                             f"the first: {[(e.reason, e.message) for e in events][-3:]}"
+                             ) from None
     elapsed = time.monotonic() - started
     conflicts = re.search(r"^gpuwarden_extender_ledger_conflicts_total (\S+)$",
                           gpu_cluster.metrics(), re.M)
@@ -281,3 +290,60 @@ def test_burst_of_500_pods_on_50_nodes_never_overcommits_a_gpu(gpu_cluster: GpuC
                 t[1] += cores
                 t[2] += slices
         assert held == {k: v for k, v in per_gpu.items() if k[0] == n}
+
+
+def test_two_extender_replicas_binding_at_once_never_share_a_slice(
+        gpu_cluster: GpuCluster, tmp_path: Path) -> None:
+    """Two replicas, each asked to bind half of 12 pods to one node that holds 4: the API server's
+    resourceVersion check on the node's ledger lets exactly 4 through, no GPU over-committed."""
+    from testbed.procs import free_ports
+
+    api = gpu_cluster.api
+    v1 = client.CoreV1Api(api)
+    gpu_cluster.add_gpu_node("race", gpus=2, memory_mib=81920, gpu_type="RaceGPU")
+    (port,) = free_ports(1)
+    second = start_extender(gpu_cluster.cp.admin_kubeconfig, port, tmp_path / "replica.log")
+    try:
+        gpu_cluster.wait_known(["race"])
+        ns = namespace(api, "race")
+        pods = []
+        for i in range(12):
+            doc = gpu_pod(f"r{i}", 30000, "RaceGPU")
+            doc["spec"]["schedulerName"] = "nobody"  # we play the scheduler here
+            pods.append(v1.create_namespaced_pod(ns, doc))
+        answers: list[str] = []
+
+        def bind(i: int) -> None:
+            m = pods[i].metadata
+            body = json.dumps({"PodName": m.name, "PodNamespace": ns, "PodUID": m.uid,
+                               "Node": "race"}).encode()
+            target = gpu_cluster.port if i % 2 else port
+            req = urllib.request.Request(f"http://127.0.0.1:{target}/bind", data=body)
+            with urllib.request.urlopen(req, timeout=60) as r:
+                answers.append(json.loads(r.read())["Error"])
+
+        threads = [threading.Thread(target=bind, args=(i,)) for i in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(a == "" for a in answers) == [False] * 8 + [True] * 4, answers
+        bound_pods = [p for p in pods_of(api, ns) if p.spec.node_name == "race"]
+        assert len(bound_pods) == 4
+        per_gpu: dict[str, int] = {}
+        for p in bound_pods:
+            for c in decode_assignment(p.metadata.annotations[ASSIGNMENT]).containers:
+                for d in c.devices:
+                    per_gpu[d.uuid] = per_gpu.get(d.uuid, 0) + d.memory_mib
+        assert sorted(per_gpu.values()) == [60000, 60000]
+        ledger = decode_allocations(v1.read_node("race").metadata.annotations[ALLOCATIONS])
+        assert sorted(r.uid for r in ledger.reservations) == sorted(
+            p.metadata.uid for p in bound_pods)
+        conflicts = sum(float(m.group(1)) for text in (gpu_cluster.metrics(),
+                                                        gpu_cluster.metrics(port))
+                        for m in [re.search(r"^gpuwarden_extender_ledger_conflicts_total "
+                                            r"(\S+)$", text, re.M)] if m)
+        print(f"two replicas: {conflicts:.0f} ledger writes refused by the API server "
+              "(409) and retried")
+    finally:
+        stop(second)

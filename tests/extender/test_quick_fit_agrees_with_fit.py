@@ -33,22 +33,24 @@ def rule(gpu: int, mib: int | None, pct: int | None, cores: int) -> object:
 
 devices = st.lists(st.tuples(st.sampled_from([1000, 16384, 81920]), st.booleans(),
                              st.integers(0, 20000), st.sampled_from([0, 20, 50, 100]),
-                             st.integers(0, 4)), min_size=0, max_size=6)
+                             st.integers(0, 4), st.sampled_from(["NVIDIA H200", "NVIDIA A100"])),
+                   min_size=0, max_size=6)
+type_lists = st.lists(st.sampled_from(["h200", "a100", "nvidia"]), max_size=2).map(tuple)
 
 
 @settings(max_examples=400, deadline=None)
 @given(devices, st.integers(1, 4), st.one_of(st.none(), st.integers(1, 90000)),
        st.one_of(st.none(), st.integers(1, 100)), st.sampled_from([0, 10, 50, 100]),
-       st.integers(1, 4))
-def test_quick_fits_matches_fit(devs: list[tuple[int, bool, int, int, int]], count: int,
-                                mib: int | None, pct: int | None, cores: int,
-                                split: int) -> None:
-    inv = NodeInventory(tuple(GpuDevice(f"G{i}", i, m, 100, "t", 0, healthy)
-                              for i, (m, healthy, *_ ) in enumerate(devs)), split)
-    used = {f"G{i}": Usage(mem, c, s) for i, (_, _, mem, c, s) in enumerate(devs)}
+       st.integers(1, 4), type_lists, type_lists)
+def test_quick_fits_matches_fit(devs: list[tuple[int, bool, int, int, int, str]], count: int,
+                                mib: int | None, pct: int | None, cores: int, split: int,
+                                use: tuple[str, ...], nouse: tuple[str, ...]) -> None:
+    inv = NodeInventory(tuple(GpuDevice(f"G{i}", i, m, 100, kind, 0, healthy)
+                              for i, (m, healthy, _, _, _, kind) in enumerate(devs)), split)
+    used = {f"G{i}": Usage(mem, c, s) for i, (_, _, mem, c, s, _) in enumerate(devs)}
     node = NodeState("n", inv, used)
     pod = PodRequest((ContainerRequest("c", rule(count, mib, None if mib else pct, cores)),),
-                     Selectors())
+                     Selectors(use, nouse))
     quick = quick_fits(node_summary(node), pod)
     assert quick is not None
     assert quick == isinstance(fit(node, pod), Fit)
@@ -58,6 +60,7 @@ def test_quick_fits_leaves_other_shapes_to_fit() -> None:
     node = NodeState("n", NodeInventory((GpuDevice("G0", 0, 1000),)))
     two = PodRequest((ContainerRequest("a", rule(1, 10, None, 0)),
                       ContainerRequest("b", rule(1, 10, None, 0))))
-    picky = PodRequest((ContainerRequest("a", rule(1, 10, None, 0)),), Selectors(("h200",)))
+    picky = PodRequest((ContainerRequest("a", rule(1, 10, None, 0)),),
+                       Selectors(use_uuids=("GPU-1",)))
     init = PodRequest((ContainerRequest("a", rule(1, 10, None, 0), init=True),))
     assert [quick_fits(node_summary(node), p) for p in (two, picky, init)] == [None] * 3

@@ -166,27 +166,11 @@ def _wait_zombie(pid: int) -> None:
     raise AssertionError(f"pid {pid} never became a zombie")
 
 
-def test_a_zombies_memory_goes_back_to_the_slice(shim) -> None:
-    run = shim("1g")
-    p = run.spawn("dlsym", f"alloc:{700 * MiB}", "hold")
-    try:
-        assert "rc=0" in p.stdout.readline()
-        assert p.stdout.readline().strip() == "holding"
-        os.kill(p.pid, signal.SIGKILL)
-        _wait_zombie(p.pid)  # not reaped: its parent (this test) has not waited yet
-        rows, err, _ = _run(run, "info")
-        assert _codes(rows) == [("info", "0")], err
-        assert rows[0]["free"] == str(GiB - CTX)
-    finally:
-        p.wait()
-        p.stdout.close()
-        p.stderr.close()
-        p.stdin.close()
-
-
-def test_the_agent_counts_a_zombie_as_dead(shim) -> None:
-    run = shim("1g")
-    p = run.spawn("dlsym", f"alloc:{100 * MiB}", "hold")
+@contextmanager
+def _zombie(run, nbytes: int) -> Iterator[tuple[int, int]]:
+    """(pid, start time) of a process that allocated nbytes, was SIGKILLed and is not reaped
+    yet (its parent, this test, waits only when the block ends)."""
+    p = run.spawn("dlsym", f"alloc:{nbytes}", "hold")
     try:
         assert "rc=0" in p.stdout.readline()
         assert p.stdout.readline().strip() == "holding"
@@ -194,12 +178,25 @@ def test_the_agent_counts_a_zombie_as_dead(shim) -> None:
         assert proc_alive(p.pid, start)
         os.kill(p.pid, signal.SIGKILL)
         _wait_zombie(p.pid)
-        assert not proc_alive(p.pid, start)
-        with Region.open(run.region_path) as region:
-            assert region.reclaim_dead() == 1
-            assert region.snapshot().devices[0].used_bytes == 0
+        yield p.pid, start
     finally:
         p.wait()
         for f in (p.stdout, p.stderr, p.stdin):
             f.close()
 
+
+def test_a_zombies_memory_goes_back_to_the_slice(shim) -> None:
+    run = shim("1g")
+    with _zombie(run, 700 * MiB):
+        rows, err, _ = _run(run, "info")
+        assert _codes(rows) == [("info", "0")], err
+        assert rows[0]["free"] == str(GiB - CTX)
+
+
+def test_the_agent_counts_a_zombie_as_dead(shim) -> None:
+    run = shim("1g")
+    with _zombie(run, 100 * MiB) as (pid, start):
+        assert not proc_alive(pid, start)
+        with Region.open(run.region_path) as region:
+            assert region.reclaim_dead() == 1
+            assert region.snapshot().devices[0].used_bytes == 0

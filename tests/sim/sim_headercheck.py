@@ -75,6 +75,7 @@ def function_names(include_dir: Path = INCLUDE) -> dict[str, list[str]]:
     for lib, header, macro in (
         ("cuda", "cuda_api_functions.h", "GW_CUDA_FN"),
         ("nvml", "nvml_api_functions.h", "GW_NVML_FN"),
+        ("cuda_extra", "cuda_api_functions_extra.h", "GW_CUDA_FN"),  # the shim's, not the sim's
     ):
         text = (include_dir / header).read_text()
         out[lib] = re.findall(rf"^{macro}\((\w+),", text, re.MULTILINE)

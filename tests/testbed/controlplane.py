@@ -16,7 +16,7 @@ import yaml
 
 from testbed.assets import Assets, find_assets
 from testbed.pki import CertPair, Pki, make_pki
-from testbed.procs import Component, free_ports, wait_for
+from testbed.procs import Component, StartupError, free_ports, wait_for
 from testbed.runfolder import RunFolder
 
 __all__ = ["ControlPlane", "write_kubeconfig"]
@@ -72,14 +72,22 @@ class ControlPlane:
               scheduler_config: Mapping[str, Any] | None = None,
               apiserver_args: Sequence[str] = ()) -> ControlPlane:
         """A ready control plane.  `scheduler_config` adds keys (e.g. `extenders`) to the
-        KubeSchedulerConfiguration; `apiserver_args` adds flags to kube-apiserver."""
-        cp = cls(assets or find_assets(), RunFolder())
-        try:
-            cp._start(timeout, dict(scheduler_config or {}), list(apiserver_args))
-        except BaseException:
-            cp.stop()
-            raise
-        return cp
+        KubeSchedulerConfiguration; `apiserver_args` adds flags to kube-apiserver.  A port
+        taken by another process between choosing and binding it means a new try on others."""
+        assets = assets or find_assets()
+        for attempt in range(3):
+            cp = cls(assets, RunFolder())
+            try:
+                cp._start(timeout, dict(scheduler_config or {}), list(apiserver_args))
+                return cp
+            except StartupError as err:
+                cp.stop()
+                if "address already in use" not in str(err) or attempt == 2:
+                    raise
+            except BaseException:
+                cp.stop()
+                raise
+        raise AssertionError("unreachable")
 
     def _start(self, timeout: float, scheduler_config: dict[str, Any],
                apiserver_args: list[str]) -> None:

@@ -140,6 +140,7 @@ class Node:
         self.components: dict[str, Component] = {}
         self.startup_seconds: dict[str, float] = {}
         self.snapshotter = "overlayfs"
+        self._api: Any = None
         self._set_paths()
 
     def _set_paths(self) -> None:
@@ -159,15 +160,18 @@ class Node:
     def start(cls, cp: ControlPlane, name: str = "testbed-node", *, timeout: float = 60.0,
               lock_timeout: float | None = None) -> Node:
         """A Ready, untainted node with the pause and busybox images imported.  Waits at most
-        `lock_timeout` seconds (GPUWARDEN_TESTBED_LOCK_TIMEOUT, else 300) for another run's
+        `lock_timeout` seconds (GPUWARDEN_TESTBED_LOCK_TIMEOUT, else 900) for another run's
         kubelet to stop."""
         node = cls(cp, name)
         node.up(timeout=timeout, lock_timeout=lock_timeout)
         return node
 
     def up(self, *, timeout: float = 60.0, lock_timeout: float | None = None) -> None:
+        """Start this (stopped) node again in a fresh folder: what `start` does."""
+        if self.components:
+            raise RuntimeError(f"node {self.name} is already up ({', '.join(self.components)})")
         if lock_timeout is None:
-            lock_timeout = float(os.environ.get("GPUWARDEN_TESTBED_LOCK_TIMEOUT", "300"))
+            lock_timeout = float(os.environ.get("GPUWARDEN_TESTBED_LOCK_TIMEOUT", "900"))
         t0 = time.perf_counter()
         self.lock.acquire(lock_timeout)
         self.startup_seconds = {"kubelet lock wait": time.perf_counter() - t0}
@@ -187,8 +191,9 @@ class Node:
             self.import_image(images.pause_image(self.images_dir))
             self.import_image(images.busybox_image(self.images_dir))
             t2 = time.perf_counter()
+            since = time.time()
             self._start_kubelet()
-            self._wait_ready(time.time(), timeout)
+            self._wait_ready(since, timeout)
             kube.remove_not_ready_taint(self.api, self.name)
             self.startup_seconds.update({"containerd": t1 - t0, "images": t2 - t1,
                                          "kubelet Ready": time.perf_counter() - t2})
@@ -198,7 +203,8 @@ class Node:
 
     @property
     def api(self) -> Any:
-        if not hasattr(self, "_api"):
+        """An admin `kubernetes` ApiClient of the node's cluster."""
+        if self._api is None:
             self._api = kube.api_client(self.cp.admin_kubeconfig)
         return self._api
 

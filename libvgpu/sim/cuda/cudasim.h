@@ -125,12 +125,18 @@ struct CUgraphNode_st {
 };
 
 /* Process-local simulator state. */
+enum { GWSIM_CALL_LAUNCH, GWSIM_CALL_RECORD, GWSIM_CALL_QUERY };
+
+/* Spins the CPU cost GPUWARDEN_SIM_CALL_NS gives the call `which` (none by default). */
+void gwsim_call_cost(int which);
+
 struct gwsim_cuda {
     pthread_mutex_t lock;
     int initialized;
     double kernel_scale;
     unsigned stall_every; /* GPUWARDEN_SIM_LAUNCH_STALL: every Nth launch returns late */
     unsigned stall_us;
+    uint64_t call_ns[3]; /* GPUWARDEN_SIM_CALL_NS: CPU cost of a launch, a record, a query */
     unsigned launches;
     uint64_t next_va;
     struct CUctx_st ctx[GWSIM_MAX_CTX]; /* [0, MAX_DEVICES): primary contexts */

@@ -46,6 +46,37 @@ static void read_launch_stall(void)
     g_sim.stall_us = us;
 }
 
+/* GPUWARDEN_SIM_CALL_NS=L,R,Q: the CPU time (ns, spun) of a kernel or graph launch, of
+ * cuEventRecord, and of cuEventQuery / cuStreamQuery, as a real driver spends it (H200, driver
+ * 580: 2900,1100,150; tests/benchmarks/bench_driver_calls.c measures them). */
+static void read_call_cost(void)
+{
+    const char *v = getenv("GPUWARDEN_SIM_CALL_NS");
+    unsigned long long l = 0, r = 0, q = 0;
+    char tail = 0;
+    if (v == NULL || *v == '\0')
+        return;
+    if (sscanf(v, "%llu,%llu,%llu%c", &l, &r, &q, &tail) != 3 || l > 1000000000ull ||
+        r > 1000000000ull || q > 1000000000ull) {
+        gwsim_error("GPUWARDEN_SIM_CALL_NS=\"%s\" is not valid: use LAUNCH,RECORD,QUERY "
+                    "(nanoseconds of CPU each call spends, each <= 1000000000); no call costs", v);
+        return;
+    }
+    g_sim.call_ns[GWSIM_CALL_LAUNCH] = l;
+    g_sim.call_ns[GWSIM_CALL_RECORD] = r;
+    g_sim.call_ns[GWSIM_CALL_QUERY] = q;
+}
+
+void gwsim_call_cost(int which)
+{
+    uint64_t ns = g_sim.call_ns[which];
+    if (ns != 0) {
+        uint64_t until = gwsim_now_ns() + ns;
+        while (gwsim_now_ns() < until)
+            ;
+    }
+}
+
 GWSIM_EXPORT CUresult cuInit(unsigned int Flags)
 {
     if (Flags != 0)
@@ -56,6 +87,7 @@ GWSIM_EXPORT CUresult cuInit(unsigned int Flags)
     if (!g_sim.initialized) {
         g_sim.kernel_scale = read_kernel_scale();
         read_launch_stall();
+        read_call_cost();
         read_visible(gwsim_state());
         g_sim.initialized = 1;
     }

@@ -84,6 +84,7 @@ GWSIM_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
     CUresult rc = resolve_stream(hStream, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
+    gwsim_call_cost(GWSIM_CALL_QUERY);
     pthread_mutex_lock(&g_sim.lock);
     uint64_t until = s->last_end_ns;
     pthread_mutex_unlock(&g_sim.lock);
@@ -97,6 +98,7 @@ GWSIM_EXPORT CUresult cuStreamQuery(CUstream hStream)
     CUresult rc = resolve_stream(hStream, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
+    gwsim_call_cost(GWSIM_CALL_QUERY);
     pthread_mutex_lock(&g_sim.lock);
     uint64_t until = s->last_end_ns;
     pthread_mutex_unlock(&g_sim.lock);
@@ -137,6 +139,7 @@ GWSIM_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
     struct CUstream_st *s;
     if ((rc = resolve_stream(hStream, &s)) != CUDA_SUCCESS)
         return rc;
+    gwsim_call_cost(GWSIM_CALL_RECORD);
     uint64_t now = gwsim_now_ns();
     pthread_mutex_lock(&g_sim.lock);
     hEvent->when_ns = s->last_end_ns > now ? s->last_end_ns : now; /* the stream's tail */
@@ -152,6 +155,7 @@ GWSIM_EXPORT CUresult cuEventQuery(CUevent hEvent)
         return rc;
     if (!event_ok(hEvent))
         return CUDA_ERROR_INVALID_HANDLE;
+    gwsim_call_cost(GWSIM_CALL_QUERY);
     if (!hEvent->recorded)
         return CUDA_SUCCESS; /* nothing to wait for, as with the real driver */
     return gwsim_now_ns() >= hEvent->when_ns ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
@@ -310,6 +314,7 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = check_dims(gx, gy, gz, bx, by, bz)) != CUDA_SUCCESS)
         return rc;
+    gwsim_call_cost(GWSIM_CALL_LAUNCH);
     push_kernel(s, gx, gy, gz);
     return CUDA_SUCCESS;
 }
@@ -478,6 +483,7 @@ GWSIM_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
     struct CUstream_st *s;
     if ((rc = resolve_stream(hStream, &s)) != CUDA_SUCCESS)
         return rc;
+    gwsim_call_cost(GWSIM_CALL_LAUNCH);
     for (unsigned i = 0; i < hGraphExec->n; i++)
         push_kernel(s, hGraphExec->nodes[i].grid[0], hGraphExec->nodes[i].grid[1],
                     hGraphExec->nodes[i].grid[2]);

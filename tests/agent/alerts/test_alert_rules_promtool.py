@@ -18,10 +18,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from agent.exporter import AgentCollector, GpuRow, Row, View
 from agent.model import ViolationLabels, WorkloadKey
 from policy import load_policy
+from policy.alerts import policy_alerts
 
 REPO = Path(__file__).resolve().parents[3]
 ALERTS = REPO / "examples" / "alerts"
-RULE_FILES = ("gpuwarden.rules.yml", "hami-compat.rules.yml")
+# policy-alerts.rules.yml is the alternative to GpuwardenPolicyAlert (alerts named as the
+# example policies name them), so the PrometheusRule carries the other two only.
+OPERATOR_FILES = ("gpuwarden.rules.yml", "hami-compat.rules.yml")
+RULE_FILES = (*OPERATOR_FILES, "policy-alerts.rules.yml")
 
 
 def promtool() -> str:
@@ -44,7 +48,8 @@ def test_promtool_unit_tests_pass(test_file: str) -> None:
 
 
 def test_prometheusrule_has_the_same_groups() -> None:
-    groups = [g for f in RULE_FILES for g in yaml.safe_load((ALERTS / f).read_text())["groups"]]
+    groups = [g for f in OPERATOR_FILES
+              for g in yaml.safe_load((ALERTS / f).read_text())["groups"]]
     manifest = yaml.safe_load((ALERTS / "prometheusrule.yaml").read_text())
     assert manifest["kind"] == "PrometheusRule"
     assert manifest["apiVersion"] == "monitoring.coreos.com/v1"
@@ -61,19 +66,12 @@ def test_prometheusrule_inner_rules_pass_promtool_check(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def policy_alerts() -> set[tuple[str, str, str]]:
+def example_alerts() -> set[tuple[str, str, str]]:
     """(rule, alert name, severity) for every on_violation in the example policies."""
     policy = load_policy([REPO / "examples" / "policies"]).policy
     assert policy is not None
-    found = set()
-    for rule_name, sets in ([(r.name, r.sets) for r in policy.rules]
-                            + [("defaults", policy.defaults),
-                               ("unmanaged", policy.unmanaged_settings)]):
-        d = sets.get("on_violation")
-        if d is not None:
-            ov = d.value
-            found.add((rule_name, ov.alert_name, ov.severity))  # type: ignore[attr-defined]
-    return found
+    return {(rule, alert, severity) for alert, givers in policy_alerts(policy).items()
+            for rule, severity in givers}
 
 
 def exported(view: View) -> str:
@@ -86,7 +84,7 @@ def test_every_policy_alert_fires_with_its_name_and_severity(tmp_path: Path) -> 
     """The exporter's own violation series for each alert of examples/policies, fed to the
     shipped rules: GpuwardenPolicyAlert fires once per policy alert, with its severity."""
     tool = promtool()
-    alerts = policy_alerts()
+    alerts = example_alerts()
     assert len(alerts) >= 5 and ("training", "TrainingOverGpuSlice", "critical") in alerts
     counts = {ViolationLabels(WorkloadKey("ns", f"pod{i}"), "GPU-1", "memory", rule, alert, sev): 1
               for i, (rule, alert, sev) in enumerate(sorted(alerts))}
@@ -108,14 +106,38 @@ def test_every_policy_alert_fires_with_its_name_and_severity(tmp_path: Path) -> 
                                     "violation) hold the evidence per source and the action "
                                     "taken."}}
                 for i, (rule, alert, sev) in enumerate(sorted(alerts))]
-    test = {"rule_files": [str(ALERTS / "gpuwarden.rules.yml")], "evaluation_interval": "1m",
+    named = [{"eval_time": "2m", "alertname": alert, "exp_alerts": [
+        {"exp_labels": e["exp_labels"], "exp_annotations": {
+            "summary": e["exp_annotations"]["summary"].split(": ", 1)[1],
+            "description": f"Given by the policy's {rule} ({sev}). The agent's audit events "
+                           "(event violation) hold the evidence and the action taken."}}
+        for e, (rule, alert2, sev) in zip(expected, sorted(alerts), strict=True)
+        if alert2 == alert]} for alert in sorted({a for _, a, _ in alerts})]
+    test = {"rule_files": [str(ALERTS / "gpuwarden.rules.yml"),
+                           str(ALERTS / "policy-alerts.rules.yml")],
+            "evaluation_interval": "1m",
             "tests": [{"interval": "1m", "input_series": series,
                        "alert_rule_test": [{"eval_time": "2m", "alertname": "GpuwardenPolicyAlert",
-                                            "exp_alerts": expected}]}]}
+                                            "exp_alerts": expected}, *named]}]}
     (tmp_path / "policy_alerts.test.yml").write_text(yaml.safe_dump(test))
     done = subprocess.run([tool, "test", "rules", "policy_alerts.test.yml"], cwd=tmp_path,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_shipped_policy_alerts_are_generated_from_the_example_policies() -> None:
+    import contextlib
+    import io
+
+    from gpuwarden.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["policy", "alerts", str(REPO / "examples" / "policies")]) == 0
+    shipped = (ALERTS / "policy-alerts.rules.yml").read_text()
+    assert out.getvalue().split("\n", 2)[2] == shipped.split("\n", 2)[2], (
+        "regenerate: gpuwarden policy alerts examples/policies > "
+        "examples/alerts/policy-alerts.rules.yml")
 
 
 def test_rules_use_only_exported_metrics() -> None:

@@ -62,3 +62,35 @@ def test_the_command_line_says_why_and_exits_2(tmp_path: Path) -> None:
         assert "another gpuwarden agent" in res.stderr and "Traceback" not in res.stderr
     finally:
         first.close()
+
+
+class ForkingProbe:
+    """Stands for the eBPF probe whose close(exiting=True) forks a child that finishes the slow
+    teardown (the child inherits the agent's open files)."""
+
+    def __init__(self) -> None:
+        self.child = 0
+
+    def close(self, exiting: bool = False) -> None:
+        self.child = os.fork()
+        if self.child == 0:  # the teardown child: lives on a while, then leaves
+            import time
+
+            time.sleep(3)
+            os._exit(0)
+
+
+def test_the_folder_is_free_at_once_after_a_stop_even_with_a_teardown_child(
+        tmp_path: Path) -> None:
+    first = _agent(tmp_path)
+    first.start()
+    probe = ForkingProbe()
+    first.ebpf = probe
+    first.close(exiting=True)
+    try:
+        second = _agent(tmp_path)
+        second.start()  # not refused while the teardown child still runs
+        second.close()
+    finally:
+        os.kill(probe.child, 9)
+        os.waitpid(probe.child, 0)

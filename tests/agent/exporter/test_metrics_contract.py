@@ -103,3 +103,30 @@ def test_healthz_and_metrics_over_http() -> None:
             assert err.code == 503 and not json.load(err)["loop_fresh"]
     finally:
         srv.close()
+
+
+def test_metrics_negotiate_gzip_and_openmetrics() -> None:
+    """prometheus_client's own serving: gzip when asked, OpenMetrics when Prometheus asks."""
+    import gzip
+
+    current = view()
+    srv = MetricsServer(registry(current), lambda: current, port=0, clock=lambda: 1005.0)
+    srv.start()
+    try:
+        url = f"http://127.0.0.1:{srv.port}/metrics"
+        req = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(req) as r:
+            assert r.headers["Content-Encoding"] == "gzip"
+            assert b"gpuwarden_violations_total{" in gzip.decompress(r.read())
+        req = urllib.request.Request(url, headers={
+            "Accept": "application/openmetrics-text; version=1.0.0"})
+        with urllib.request.urlopen(req) as r:
+            assert r.headers["Content-Type"].startswith("application/openmetrics-text")
+            assert r.read().rstrip().endswith(b"# EOF")
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/nothing")
+            raise AssertionError("an unknown path must answer 404")
+        except urllib.error.HTTPError as err:
+            assert err.code == 404
+    finally:
+        srv.close()

@@ -9,7 +9,13 @@
  *   Launches back to back for SECONDS, synchronising every 64 launches like a real application's
  *   occasional sync, then prints one line of key=value pairs:
  *     share       GPU time of its kernels / wall time, from 1 s after start to the end
+ *     rate        launches per second over the same time
  *     launches    launches made
+ *   LAUNCH_LOOP_SYNC=N synchronises every N launches instead (0: only at 1 s and at the end);
+ *   LAUNCH_LOOP_GAP_US=U spins U microseconds of CPU after each launch (an application's own
+ *   work between launches, which leaves the GPU idle part of the time).
+ *   LAUNCH_LOOP_CPU=1 adds call_ns: the mean CPU time of this thread inside a launch call (what
+ *   the launch costs the application's thread, libvgpu's gate included; robust to preemption).
  *     first_ns, last_ns   CLOCK_MONOTONIC of the first and last launch's return
  *   With LAUNCH_LOOP_TIMES=path it also writes the CLOCK_MONOTONIC of every launch's return,
  *   one per line.
@@ -49,6 +55,13 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static void *need(void *h, const char *name)
 {
     void *p = dlsym(h, name);
@@ -84,6 +97,11 @@ int main(int argc, char **argv)
     uint64_t *times = NULL;
     size_t ntimes = 0, cap = 0;
     const char *times_path = getenv("LAUNCH_LOOP_TIMES");
+    const char *sync_s = getenv("LAUNCH_LOOP_SYNC"), *gap_s = getenv("LAUNCH_LOOP_GAP_US");
+    uint64_t sync_every = sync_s ? strtoull(sync_s, NULL, 10) : 64;
+    uint64_t gap_ns = gap_s ? 1000u * strtoull(gap_s, NULL, 10) : 0;
+    int want_cpu = getenv("LAUNCH_LOOP_CPU") != NULL;
+    uint64_t cpu_in_calls = 0, cpu_calls = 0, c0 = 0;
 
     if (argc < 4) {
         fprintf(stderr, "usage: launch_loop PATH GRID SECONDS [NODES]\n");
@@ -171,6 +189,8 @@ int main(int argc, char **argv)
         memset(&cfg, 0, sizeof cfg);
         cfg.gridDimX = grid;
         cfg.gridDimY = cfg.gridDimZ = cfg.blockDimX = cfg.blockDimY = cfg.blockDimZ = 1;
+        if (want_cpu)
+            c0 = cpu_ns();
         if (strcmp(path, "kernel") == 0)
             rc = p_cuLaunchKernel(fn, grid, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
         else if (strcmp(path, "ptsz") == 0)
@@ -188,6 +208,10 @@ int main(int argc, char **argv)
         else
             rc = p_cuGraphLaunch_ptsz(exec, NULL);
         check(rc, path);
+        if (want_cpu && t1 != 0) {
+            cpu_in_calls += cpu_ns() - c0;
+            cpu_calls++;
+        }
         last = now_ns();
         if (first == 0)
             first = last;
@@ -201,7 +225,10 @@ int main(int argc, char **argv)
             }
             times[ntimes++] = last;
         }
-        if (n % 64 == 0)
+        if (gap_ns != 0)
+            while (now_ns() < last + gap_ns)
+                ;
+        if (sync_every != 0 && n % sync_every == 0)
             check(p_cuCtxSynchronize(), "cuCtxSynchronize");
     }
     check(p_cuCtxSynchronize(), "cuCtxSynchronize");
@@ -219,7 +246,10 @@ int main(int argc, char **argv)
         double scale = scale_s ? strtod(scale_s, NULL) : 1.0;
         double busy = (double)(n - n1) * (double)per_launch_us * 1e3 * scale;
         double share = t1 ? busy / (double)(end - t1) : 0.0;
-        printf("share=%.4f launches=%llu first_ns=%llu last_ns=%llu\n", share,
+        double rate = t1 ? (double)(n - n1) * 1e9 / (double)(end - t1) : 0.0;
+        if (cpu_calls != 0)
+            printf("call_ns=%.1f ", (double)cpu_in_calls / (double)cpu_calls);
+        printf("share=%.4f rate=%.1f launches=%llu first_ns=%llu last_ns=%llu\n", share, rate,
                (unsigned long long)n, (unsigned long long)first, (unsigned long long)last);
     }
     return 0;

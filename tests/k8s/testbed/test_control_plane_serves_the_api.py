@@ -3,8 +3,11 @@ controller-manager answering on 127.0.0.1."""
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from kubernetes import client
+from testbed import ControlPlane
 from testbed.kube import ApiException, api_client, core, service_account_client, wait_for
 
 pytestmark = pytest.mark.k8s
@@ -58,3 +61,30 @@ def test_controller_manager_runs_replica_sets(k8s_api, k8s_namespace) -> None:
     pods = wait_for(lambda: len(core(k8s_api).list_namespaced_pod(k8s_namespace).items) == 2,
                     20, "the ReplicaSet controller creating 2 pods")
     assert pods
+
+
+def test_a_port_taken_before_binding_means_a_new_try(monkeypatch: pytest.MonkeyPatch) -> None:
+    import testbed.controlplane as controlplane
+    from testbed.procs import free_ports
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        calls: list[list[int]] = []
+
+        def first_one_taken(count: int) -> list[int]:
+            ports = free_ports(count)
+            if not calls:
+                ports[0] = port  # etcd's client port, as if another run took it meanwhile
+            calls.append(ports)
+            return ports
+
+        monkeypatch.setattr(controlplane, "free_ports", first_one_taken)
+        cp = ControlPlane.start()
+        try:
+            assert len(calls) == 2 and cp.etcd_url.endswith(f":{calls[1][0]}")
+            assert "default" in {n["metadata"]["name"]
+                                 for n in cp.get_json("/api/v1/namespaces")["items"]}
+        finally:
+            cp.stop()

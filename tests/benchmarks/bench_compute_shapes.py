@@ -1,0 +1,572 @@
+"""Compute isolation across workload shapes (issue 18), on a real GPU; judged by GPU-time share.
+
+    make -C libvgpu && python3 tests/benchmarks/bench_compute_shapes.py --out /tmp/shapes
+
+Writes <out>/bench_compute_shapes.json and .md.  For each shape (a bf16 matmul loop of one size,
+eager or as CUDA graphs, on 1 or several streams, in 1 or several processes of one container,
+synchronising after every launch, every few, or only at the end of a phase; or a transformer
+encoder run forward at batch 1 or 8), one libvgpu'd run goes through the phases unlimited, then
+10/30/50/70 % (GPU_CORE_UTILIZATION_POLICY=force, set at run time through the container region),
+then unlimited again.  The share of a phase is its throughput over the *saturated* throughput of
+the same kernel, measured in the same invocation without libvgpu (CUDA graphs of that matmul
+replayed back to back on the same number of streams); for the encoder, whose kernels are many,
+it is NVML's GPU busy share.  A phase is within target when its share is within 5 points of the
+limit, or, where the shape alone (unlimited) uses less than the limit, when its throughput is at
+least 95 % of the unlimited one.
+
+Sections: `shapes` (the sweep), `shared` (two containers 30 + 70 under `default`, then the 30 one
+idles and resumes), `priority` (a high-priority container beside a low one), `probe` (event and
+graph timings of each matmul size without libvgpu).  Workers are this file (`worker`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(HERE))
+
+from bench_compute import Gpu, _gpu_name  # noqa: E402
+
+LIMITS = (10, 30, 50, 70)
+SECTIONS = ("probe", "shapes", "shared", "priority")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One workload shape.  kind 'mm': a bf16 matmul of `size`²; `sync` launches between
+    synchronisations (0: only at the end of a phase); `graph` matmuls per CUDA graph (0 eager);
+    `streams` streams launched round robin; `procs` processes in the container.  kind 'model':
+    an 8-layer transformer encoder (d_model 1024) forward at batch `size`, sequence `seq`."""
+
+    kind: str
+    size: int
+    sync: int = 1
+    graph: int = 0
+    streams: int = 1
+    procs: int = 1
+    seq: int = 0
+    duty: float = 1.0  # < 1: after each synchronisation, idle so that work takes this share
+
+    @property
+    def name(self) -> str:
+        if self.kind == "model":
+            return f"encoder b{self.size} s{self.seq}"
+        parts = [f"{self.size}²", f"graph×{self.graph}" if self.graph else "eager"]
+        parts.append({0: "no sync", 1: "sync each"}.get(self.sync, f"sync/{self.sync}"))
+        if self.streams > 1:
+            parts.append(f"{self.streams} streams")
+        if self.procs > 1:
+            parts.append(f"{self.procs} procs")
+        return " ".join(parts)
+
+    def ref_key(self) -> tuple[int, int]:
+        return (self.size, self.streams)
+
+
+SHAPES = (
+    # kernel sizes (H200 bf16: 256² ~5 µs, 1024² ~13 µs, 2048² ~30 µs, 4096² ~200 µs,
+    # 8192² ~1.5 ms, 16384² ~12 ms, 32768² ~100 ms)
+    Shape("mm", 256, sync=1),
+    Shape("mm", 256, sync=16),
+    Shape("mm", 1024, sync=1),
+    Shape("mm", 1024, sync=4),
+    Shape("mm", 1024, sync=0),
+    Shape("mm", 1024, sync=64, graph=20),
+    Shape("mm", 1024, sync=4, streams=4),
+    Shape("mm", 1024, sync=4, procs=2),
+    Shape("mm", 2048, sync=1),
+    Shape("mm", 2048, sync=64),
+    Shape("mm", 4096, sync=4),
+    Shape("mm", 4096, sync=0, graph=4),
+    Shape("mm", 8192, sync=1),
+    Shape("mm", 16384, sync=1),
+    Shape("mm", 32768, sync=1),
+    Shape("model", 1, seq=64),
+    Shape("model", 8, seq=512),
+)
+
+
+# ---- worker -----------------------------------------------------------------------------------
+
+
+def build(shape: Shape):  # type: ignore[no-untyped-def]
+    """Returns (step, steps per call): one call of step() launches that many matmuls/forwards."""
+    import torch
+
+    if shape.kind == "model":
+        layer = torch.nn.TransformerEncoderLayer(1024, 16, 4096, batch_first=True)
+        model = torch.nn.TransformerEncoder(layer, 8, enable_nested_tensor=False)
+        model = model.to("cuda", torch.bfloat16).eval()
+        x = torch.randn(shape.size, shape.seq, 1024, device="cuda", dtype=torch.bfloat16)
+
+        def fwd() -> None:
+            with torch.no_grad():
+                model(x)
+
+        return fwd, 1
+    n = shape.size
+    streams = [torch.cuda.Stream() for _ in range(shape.streams)]
+    mats = [
+        (
+            torch.randn(n, n, device="cuda", dtype=torch.bfloat16),
+            torch.randn(n, n, device="cuda", dtype=torch.bfloat16),
+            torch.empty(n, n, device="cuda", dtype=torch.bfloat16),
+        )
+        for _ in streams
+    ]
+    torch.cuda.synchronize()
+    if shape.graph:
+        graphs = []
+        for s, (a, b, c) in zip(streams, mats, strict=True):
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    torch.matmul(a, b, out=c)
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, stream=s):
+                for _ in range(shape.graph):
+                    torch.matmul(a, b, out=c)
+            graphs.append((s, g))
+        torch.cuda.synchronize()
+
+        def replay() -> None:
+            for s, g in graphs:
+                with torch.cuda.stream(s):
+                    g.replay()
+
+        return replay, shape.graph * len(graphs)
+
+    def eager() -> None:
+        for s, (a, b, c) in zip(streams, mats, strict=True):
+            with torch.cuda.stream(s):
+                torch.matmul(a, b, out=c)
+
+    return eager, len(streams)
+
+
+def worker(args: argparse.Namespace) -> int:
+    import torch
+
+    shape = Shape(**json.loads(args.shape))
+    step, per_call = build(shape)
+    for _ in range(5):
+        step()
+    torch.cuda.synchronize()
+    region = None
+    if "CUDA_DEVICE_MEMORY_SHARED_CACHE" in os.environ and "LD_PRELOAD" in os.environ:
+        from libvgpu.region import Region
+
+        region = Region.open(os.environ["CUDA_DEVICE_MEMORY_SHARED_CACHE"])
+    if args.start_at:
+        time.sleep(max(0.0, args.start_at - time.monotonic()))
+    sync_every = shape.sync
+    t_next = time.monotonic()
+    if shape.duty < 1.0:
+        sync_every = 1
+    for phase in args.phases.split(","):
+        limit_s, _, dur_s = phase.partition(":")
+        limit, dur = int(limit_s), float(dur_s)
+        if limit >= 0 and region is not None:
+            region.set_compute_limit(0, limit)
+        t0 = t_next
+        t_next = t0 + dur
+        if limit == -2:  # idle phase
+            time.sleep(max(0.0, t_next - time.monotonic()))
+            print(json.dumps({"limit": limit, "t1": t0, "t2": t_next, "steps_per_s": 0.0}))
+            continue
+        n = 0
+        while time.monotonic() < t0 + args.warm:
+            step()
+            n += 1
+            if sync_every and n % sync_every == 0:
+                torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        t1, calls, lat = time.monotonic(), 0, []
+        s1 = region.compute_state(0) if region is not None else None
+        while True:
+            tb = time.monotonic()
+            if tb >= t_next:
+                break
+            step()
+            calls += 1
+            if sync_every and calls % sync_every == 0:
+                torch.cuda.synchronize()
+                if sync_every == 1:
+                    lat.append(time.monotonic() - tb)
+                if shape.duty < 1.0:
+                    busy = time.monotonic() - tb
+                    time.sleep(busy * (1 - shape.duty) / shape.duty)
+        torch.cuda.synchronize()
+        t2 = time.monotonic()
+        rec = {
+            "limit": limit,
+            "t1": t1,
+            "t2": t2,
+            "steps_per_s": calls * per_call / (t2 - t1),
+            "step_p50_ms": round(1e3 * statistics.median(lat), 3) if lat else None,
+        }
+        if s1 is not None and region is not None:
+            s2 = region.compute_state(0)
+            launches = s2.launches - s1.launches
+            rec |= {
+                "charged_pct": 100 * (s2.charged_ns - s1.charged_ns) / 1e9 / (t2 - t1),
+                "waited_pct": 100 * (s2.waited_ns - s1.waited_ns) / 1e9 / (t2 - t1),
+                "gated_launches": launches,
+                "est_us_per_launch": (s2.charged_ns - s1.charged_ns) / 1e3 / launches
+                if launches
+                else 0.0,
+                "cost_scale": s2.cost_scale,
+            }
+        print(json.dumps(rec), flush=True)
+    if region is not None:
+        region.close()
+    return 0
+
+
+# ---- probe: what the GPU and its events say about each matmul size, without libvgpu ---------
+
+
+def probe(args: argparse.Namespace) -> int:
+    import torch
+
+    out = {}
+    for n in args.sizes:
+        a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+        c = torch.empty_like(a)
+        for _ in range(3):
+            torch.matmul(a, b, out=c)
+        torch.cuda.synchronize()
+        reps = max(2, min(200, int(2e5 / (n / 256) ** 3)))
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(reps):
+                torch.matmul(a, b, out=c)
+        g.replay()
+        torch.cuda.synchronize()
+        t0, k = time.monotonic(), 0
+        while time.monotonic() < t0 + 1.0:
+            g.replay()
+            k += 1
+        torch.cuda.synchronize()
+        sat_us = 1e6 * (time.monotonic() - t0) / (k * reps)
+        iso, chained = [], []
+        e = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+        for _ in range(50):
+            torch.cuda.synchronize()
+            e[0].record()
+            torch.matmul(a, b, out=c)
+            e[1].record()
+            torch.cuda.synchronize()
+            iso.append(1e3 * e[0].elapsed_time(e[1]))
+        evs = [torch.cuda.Event(enable_timing=True) for _ in range(101)]
+        for _ in range(20):  # queue ahead so the stream is busy
+            torch.matmul(a, b, out=c)
+        evs[0].record()
+        for i in range(100):
+            torch.matmul(a, b, out=c)
+            evs[i + 1].record()
+        torch.cuda.synchronize()
+        chained = [1e3 * evs[i].elapsed_time(evs[i + 1]) for i in range(100)]
+        out[n] = {
+            "graph_us_per_matmul": round(sat_us, 2),
+            "isolated_event_us_min": round(min(iso), 2),
+            "isolated_event_us_p50": round(statistics.median(iso), 2),
+            "chained_event_us_min": round(min(chained), 2),
+            "chained_event_us_p50": round(statistics.median(chained), 2),
+        }
+        print(json.dumps({"size": n, **out[n]}), flush=True)
+        del a, b, c, g
+        torch.cuda.empty_cache()
+    return 0
+
+
+# ---- driver -----------------------------------------------------------------------------------
+
+
+class Runner:
+    def __init__(self, tmp: Path, gpu: Gpu, phase_s: float, warm_s: float) -> None:
+        from libvgpu.paths import shim_path
+
+        self.tmp, self.gpu, self.phase_s, self.warm_s = tmp, gpu, phase_s, warm_s
+        self.shim = str(shim_path())
+        self.count = 0
+
+    def container(self, **extra: str) -> dict[str, str]:
+        self.count += 1
+        env = dict(os.environ)
+        for k in ("CUDA_DEVICE_SM_LIMIT", "GPU_CORE_UTILIZATION_POLICY", "CUDA_TASK_PRIORITY"):
+            env.pop(k, None)
+        env.update(
+            LD_PRELOAD=self.shim,
+            GPUWARDEN_NODE_REGION=str(self.tmp / "node.region"),
+            CUDA_DEVICE_MEMORY_SHARED_CACHE=str(self.tmp / f"c{self.count}.region"),
+        )
+        env.update(extra)
+        return env
+
+    def start(self, shape: Shape, phases: str, env: dict[str, str], start_at: float):
+        cmd = [sys.executable, __file__, "worker", "--shape", json.dumps(asdict(shape)),
+               f"--phases={phases}", "--start-at", str(start_at), "--warm", str(self.warm_s)]
+        return [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True) for _ in range(shape.procs)]
+
+    def results(self, procs: list) -> list[dict]:
+        """Per phase, the processes' throughputs summed and the NVML window of the phase."""
+        per = []
+        for p in procs:
+            out, err = p.communicate(timeout=300)
+            if p.returncode != 0:
+                raise SystemExit(f"worker failed (rc {p.returncode}):\n{err[-4000:]}")
+            per.append([json.loads(x) for x in out.splitlines() if x.startswith("{")])
+        res = []
+        for phases in zip(*per, strict=True):
+            r = dict(phases[0])
+            r["steps_per_s"] = sum(x["steps_per_s"] for x in phases)
+            r["t1"] = max(x["t1"] for x in phases)
+            r["t2"] = min(x["t2"] for x in phases)
+            r.update(self.gpu.window(r["t1"], r["t2"]))
+            res.append(r)
+        return res
+
+    def run(self, shape: Shape, phases: str, env: dict[str, str]) -> list[dict]:
+        start = time.monotonic() + 15.0
+        return self.results(self.start(shape, phases, env, start if shape.procs > 1 else 0.0))
+
+
+def saturated(r: Runner, size: int, streams: int) -> float:
+    """matmuls/s of `size`² back to back as CUDA graphs on `streams` streams, no libvgpu."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    graph = max(2, min(64, int(64 * (1024 / size) ** 2)))
+    # synchronised every few replays: replays queue asynchronously, and a phase's end must not
+    # wait for seconds of queued work
+    shape = Shape("mm", size, sync=1 if size >= 8192 else 4, graph=graph, streams=streams)
+    ph = r.phase_s * (3 if size >= 16384 else 1)
+    return r.results(r.start(shape, f"0:{ph}", env, 0.0))[0]["steps_per_s"]
+
+
+def judge(limit: int, share: float | None, alone_share: float | None, rate: float,
+          alone_rate: float) -> bool | None:
+    if share is None or alone_share is None:
+        return None
+    if alone_share < limit - 5:
+        return rate >= 0.95 * alone_rate
+    return abs(share - limit) <= 5
+
+
+def bench_shapes(r: Runner, shapes: tuple[Shape, ...]) -> list[dict]:
+    refs: dict[tuple[int, int], float] = {}
+    out = []
+    for shape in shapes:
+        ref = None
+        if shape.kind == "mm":
+            if shape.ref_key() not in refs:
+                refs[shape.ref_key()] = saturated(r, shape.size, shape.streams)
+            ref = refs[shape.ref_key()]
+        ph = r.phase_s * (3 if shape.kind == "mm" and shape.size >= 16384 else 1)
+        # unlimited phases between the limited ones: a host's speed drifts within a run (the
+        # last unlimited phase ran up to 30 % faster than the first), so each limited phase is
+        # compared with the unlimited phases on either side of it
+        phases = ",".join([f"0:{ph}"] + [f"{lim}:{ph},0:{ph}" for lim in LIMITS])
+        res = r.run(shape, phases, r.container(GPU_CORE_UTILIZATION_POLICY="force"))
+
+        def share(p: dict, ref: float | None = ref) -> float | None:
+            if ref:
+                return 100 * p["steps_per_s"] / ref
+            return p.get("gpu_busy_pct")
+
+        alone = res[0::2]
+        alone_rate = max(p["steps_per_s"] for p in alone)
+        shares = [share(p) for p in alone]
+        alone_share = None if None in shares else max(s for s in shares if s is not None)
+        points = []
+        for i in range(1, len(res), 2):
+            p, nb = res[i], (res[i - 1], res[i + 1])
+            s = share(p)
+            nb_rate = statistics.mean(x["steps_per_s"] for x in nb)
+            nb_shares = [share(x) for x in nb]
+            nb_share = None if None in nb_shares else statistics.mean(
+                x for x in nb_shares if x is not None)
+            points.append({
+                "limit": p["limit"],
+                "share_pct": None if s is None else round(s, 1),
+                "pct_of_alone": round(100 * p["steps_per_s"] / nb_rate, 1),
+                "alone_share_pct": None if nb_share is None else round(nb_share, 1),
+                "ok": judge(p["limit"], s, nb_share, p["steps_per_s"], nb_rate),
+                **{k: (round(v, 2) if isinstance(v, float) else v) for k, v in p.items()
+                   if k not in ("t1", "t2", "limit")},
+            })
+        row = {"shape": shape.name, "spec": asdict(shape), "saturated_steps_per_s": ref,
+               "share_basis": "throughput / saturated" if ref else "NVML GPU busy",
+               "alone_steps_per_s": round(alone_rate, 1),
+               "alone_share_pct": None if alone_share is None else round(alone_share, 1),
+               "alone": [{k: v for k, v in p.items() if k not in ("t1", "t2")} for p in alone],
+               "points": points}
+        print(json.dumps(row), flush=True)
+        out.append(row)
+    return out
+
+
+def bench_shared(r: Runner) -> dict:
+    """Two containers (4096² sync/4, default policy, low priority) at 30 and 70: both busy, then
+    the 30 one idles for a phase, then resumes.  Alone = the 70 one's rate when alone."""
+    ph = r.phase_s
+    shape = Shape("mm", 4096, sync=4)
+    alone = r.run(shape, f"0:{ph}", r.container())[0]["steps_per_s"]
+    start = time.monotonic() + 15.0
+    pa = r.start(shape, f"-1:{ph},-2:{ph},-1:{ph}", r.container(CUDA_DEVICE_SM_LIMIT="30"), start)
+    pb = r.start(shape, f"-1:{ph},-1:{ph},-1:{ph}", r.container(CUDA_DEVICE_SM_LIMIT="70"), start)
+    ra, rb = r.results(pa), r.results(pb)
+    pct = [[round(100 * x["steps_per_s"] / alone, 1) for x in rs] for rs in (ra, rb)]
+    return {
+        "alone_steps_per_s": alone,
+        "both_busy": {"30": pct[0][0], "70": pct[1][0],
+                      "ok": abs(pct[0][0] - 30) <= 5 and abs(pct[1][0] - 70) <= 5},
+        "30_idle": {"70": pct[1][1], "ok": pct[1][1] >= 90},
+        "30_resumed": {"30": pct[0][2], "70": pct[1][2],
+                       "ok": abs(pct[0][2] - 30) <= 5 and abs(pct[1][2] - 70) <= 5},
+        "raw": [ra, rb],
+    }
+
+
+def bench_priority(r: Runner) -> dict:
+    """A high-priority container (gpucores 30) beside a low one (gpucores 30), both 4096²:
+    under `default` with the high one flat out, then with the high one busy 30 % of the time
+    (the low one should get what it leaves); under `force` (both capped, taking turns)."""
+    ph = r.phase_s
+    flat, part = Shape("mm", 4096, sync=4), Shape("mm", 4096, sync=1, duty=0.3)
+    alone = r.run(flat, f"0:{ph}", r.container())[0]["steps_per_s"]
+    part_alone = r.run(part, f"0:{ph}", r.container())[0]["steps_per_s"]
+    out: dict = {"alone_steps_per_s": alone, "high_30pct_alone_steps_per_s": part_alone}
+    for name, high_shape, policy in (("default", flat, "default"), ("default_high_busy_30",
+                                     part, "default"), ("force", flat, "force")):
+        start = time.monotonic() + 15.0
+        env_h = r.container(CUDA_TASK_PRIORITY="0", CUDA_DEVICE_SM_LIMIT="30",
+                            GPU_CORE_UTILIZATION_POLICY=policy)
+        env_l = r.container(CUDA_TASK_PRIORITY="1", CUDA_DEVICE_SM_LIMIT="30",
+                            GPU_CORE_UTILIZATION_POLICY=policy)
+        ph_ = f"-1:{2 * ph}"
+        ph_h, ph_l = r.start(high_shape, ph_, env_h, start), r.start(flat, ph_, env_l, start)
+        rh, rl = r.results(ph_h)[0], r.results(ph_l)[0]
+        h_alone = part_alone if high_shape is part else alone
+        out[name] = {"high_pct_of_alone": round(100 * rh["steps_per_s"] / h_alone, 1),
+                     "low_pct_of_alone": round(100 * rl["steps_per_s"] / alone, 1),
+                     "gpu": r.gpu.window(max(rh["t1"], rl["t1"]), min(rh["t2"], rl["t2"]))}
+    return out
+
+
+def markdown(res: dict) -> str:
+    lines = [f"Machine: {res['machine']}  ", f"Command: `{res['command']}`  ",
+             f"Total time: {res['seconds']:.0f} s", ""]
+    if res.get("probe"):
+        lines += ["| matmul (no libvgpu) | graph µs/matmul | isolated event µs (min/p50) | "
+                  "chained event µs (min/p50) |", "| --- | --- | --- | --- |"]
+        for p in res["probe"]:
+            lines.append(f"| {p['size']}² | {p['graph_us_per_matmul']} | "
+                         f"{p['isolated_event_us_min']} / {p['isolated_event_us_p50']} | "
+                         f"{p['chained_event_us_min']} / {p['chained_event_us_p50']} |")
+        lines.append("")
+    if res.get("shapes"):
+        lines += ["| shape (force) | alone: share % (basis) | 10 | 30 | 50 | 70 | "
+                  "% of alone at 10/30/50/70 | all within target |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for s in res["shapes"]:
+            pts = s["points"]
+            cells = [f"{p['share_pct']}{'' if p['ok'] else ' ✗'}" for p in pts]
+            lines.append(
+                f"| {s['shape']} | {s['alone_share_pct']} ({s['share_basis']}) | "
+                + " | ".join(cells)
+                + f" | {' / '.join(str(p['pct_of_alone']) for p in pts)} | "
+                f"{all(p['ok'] for p in pts)} |")
+        lines.append("")
+    sh = res.get("shared")
+    if sh:
+        lines += [f"Two containers 30 + 70 (default policy), % of alone: both busy "
+                  f"{sh['both_busy']['30']} + {sh['both_busy']['70']}; 30 idle: 70 gets "
+                  f"{sh['30_idle']['70']}; 30 resumed: {sh['30_resumed']['30']} + "
+                  f"{sh['30_resumed']['70']}.", ""]
+    pr = res.get("priority")
+    if pr:
+        lines += ["| high (gpucores 30) beside low (gpucores 30), 4096² | high: % of its alone "
+                  "| low: % of alone | GPU busy % |", "| --- | --- | --- | --- |"]
+        for k in ("default", "default_high_busy_30", "force"):
+            x = pr[k]
+            lines.append(f"| {k} | {x['high_pct_of_alone']} | {x['low_pct_of_alone']} | "
+                         f"{x['gpu'].get('gpu_busy_pct', '')} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd")
+    w = sub.add_parser("worker")
+    w.add_argument("--shape", required=True)
+    w.add_argument("--phases", required=True, help="LIMIT:SECONDS,... (-1 as is, -2 idle)")
+    w.add_argument("--start-at", type=float, default=0.0)
+    w.add_argument("--warm", type=float, default=0.7)
+    pr = sub.add_parser("probe")
+    pr.add_argument("--sizes", type=int, nargs="+", default=[256, 1024, 2048, 4096, 8192])
+    ap.add_argument("--out", type=Path, default=Path("bench_compute_shapes_out"))
+    ap.add_argument("--only", default="shapes,shared,priority",
+                    help=f"comma list of sections, of: {', '.join(SECTIONS)}")
+    ap.add_argument("--shapes", default="", help="comma list of shape indexes to run (default all)")
+    ap.add_argument("--phase", type=float, default=2.0, help="seconds per phase")
+    ap.add_argument("--warm", type=float, default=0.7, help="seconds of a phase not measured")
+    args = ap.parse_args(argv)
+    if args.cmd == "worker":
+        return worker(args)
+    if args.cmd == "probe":
+        return probe(args)
+    only = set(filter(None, args.only.split(",")))
+    if only - set(SECTIONS):
+        ap.error(f"--only: unknown {sorted(only - set(SECTIONS))} (valid: {', '.join(SECTIONS)})")
+    try:
+        idx = [int(x) for x in args.shapes.split(",") if x] or list(range(len(SHAPES)))
+        shapes = tuple(SHAPES[i] for i in idx)
+    except (ValueError, IndexError):
+        ap.error(f"--shapes {args.shapes!r}: indexes 0..{len(SHAPES) - 1}, comma separated")
+    t0 = time.monotonic()
+    gpu = Gpu()
+    res: dict = {"machine": f"{platform.node()} ({_gpu_name()})",
+                 "command": " ".join([Path(sys.executable).name, *sys.argv]), "gpu": gpu.info}
+    if "probe" in only:
+        done = subprocess.run([sys.executable, __file__, "probe"], capture_output=True,
+                              text=True, timeout=300, env={k: v for k, v in os.environ.items()
+                                                           if k != "LD_PRELOAD"})
+        res["probe"] = [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
+        if done.returncode:
+            res["probe_error"] = done.stderr[-2000:]
+    with tempfile.TemporaryDirectory(prefix="bench-shapes-") as tmp:
+        r = Runner(Path(tmp), gpu, args.phase, args.warm)
+        if "shapes" in only:
+            res["shapes"] = bench_shapes(r, shapes)
+        if "shared" in only:
+            res["shared"] = bench_shared(r)
+        if "priority" in only:
+            res["priority"] = bench_priority(r)
+    gpu.close()
+    res["seconds"] = time.monotonic() - t0
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "bench_compute_shapes.json").write_text(json.dumps(res, indent=2) + "\n")
+    (args.out / "bench_compute_shapes.md").write_text(markdown(res))
+    print(markdown(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
