@@ -12,7 +12,9 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["BoundedThreadingMixIn"]
+__all__ = ["SHUTDOWN_POLL", "BoundedThreadingMixIn"]
+
+SHUTDOWN_POLL = 0.1  # serve_forever(poll_interval): how soon shutdown() is seen (default 0.5 s)
 
 
 class BoundedThreadingMixIn(socketserver.ThreadingMixIn):

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.bounded import BoundedThreadingMixIn
+from agent.bounded import SHUTDOWN_POLL, BoundedThreadingMixIn
 
 __all__ = ["ControlServer", "request"]
 
@@ -102,7 +102,8 @@ class ControlServer:
         self.agent = agent
         self.server = Server(str(path), Handler)
         os.chmod(path, 0o666)
-        self._thread = threading.Thread(target=self.server.serve_forever, name="control",
+        self._thread = threading.Thread(target=self.server.serve_forever,
+                                        args=(SHUTDOWN_POLL,), name="control",
                                         daemon=True)
 
     @property

@@ -29,7 +29,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import make_wsgi_app
 from prometheus_client.registry import Collector
 
-from agent.bounded import BoundedThreadingMixIn
+from agent.bounded import SHUTDOWN_POLL, BoundedThreadingMixIn
 from agent.model import ViolationLabels, WorkloadKey
 
 __all__ = ["AgentCollector", "GpuRow", "MetricsServer", "Row", "View"]
@@ -267,7 +267,8 @@ class MetricsServer:
 
         self.httpd = make_server(host, port, app, Server, handler_class=Quiet)
         self.port = self.httpd.server_address[1]
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="metrics",
+        self._thread = threading.Thread(target=self.httpd.serve_forever,
+                                        args=(SHUTDOWN_POLL,), name="metrics",
                                         daemon=True)
 
     def start(self) -> None:

@@ -487,9 +487,19 @@ static int still_busy(struct cdev *c, uint64_t now)
     uint32_t n;
     uint64_t due = 0;
 
+    static _Thread_local CUcontext current; /* the ticker's own current context */
+
     if (!t_ticker || G.priority != LIM_PRIORITY_HIGH || LD(&c->limit) || LD(&c->count) == 0)
         return 0;
     spin_lock(&c->lock);
+    /* the events belong to pool_ctx: make it the ticker's current context for the queries */
+    if (c->pool_ctx != NULL && c->pool_ctx != current && vgpu_cu.cuCtxSetCurrent != NULL &&
+        vgpu_cu.cuCtxSetCurrent(c->pool_ctx) == CUDA_SUCCESS)
+        current = c->pool_ctx;
+    if (current != c->pool_ctx) { /* no context to query in: say nothing */
+        spin_unlock(&c->lock);
+        return 0;
+    }
     poll_locked(c);
     n = c->count;
     if (n > 0)

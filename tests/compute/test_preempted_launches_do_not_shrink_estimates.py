@@ -29,8 +29,9 @@ def test_share_holds_when_some_launches_return_late(loop, make_sim_gpu, stall: s
 
 def test_bad_sim_knobs_are_named_and_ignored(loop, sim_gpu) -> None:
     out = loop.run(sim_gpu.env, "kernel", 100, 0.3, GPUWARDEN_SIM_LAUNCH_STALL="3",
-                   GPUWARDEN_SIM_NVML_PID_OFFSET="lots")
+                   GPUWARDEN_SIM_NVML_PID_OFFSET="lots", GPUWARDEN_SIM_CALL_NS="2900,1100")
     err = str(out["stderr"])
     assert 'GPUWARDEN_SIM_LAUNCH_STALL="3" is not valid: use N:US' in err, err
     assert 'GPUWARDEN_SIM_NVML_PID_OFFSET="lots" is not valid' in err, err
+    assert 'GPUWARDEN_SIM_CALL_NS="2900,1100" is not valid: use LAUNCH,RECORD,QUERY' in err, err
     assert out["launches"] > 0

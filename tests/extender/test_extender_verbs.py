@@ -336,3 +336,25 @@ def test_a_failing_verb_still_answers_with_the_error(served: Any) -> None:
     srv.routes["/filter"] = broken
     code, body = _post(srv.port, "/filter", b"{}")
     assert code == 500 and body == {"Error": "/filter: KeyError: 'surprise'"}
+
+
+def test_capacity_answers_for_the_webhook_against_empty_nodes() -> None:
+    from gpuwarden.placement import PodPlanner
+    from policy.pods import workloads_from_manifest
+
+    def planner(ext: Extender, mib: int) -> PodPlanner:
+        pod = {"metadata": {"name": "p"}, "spec": {"containers": [
+            {"name": "c", "resources": {"limits": {"nvidia.com/gpumem": mib}}}]}}
+        return PodPlanner(workloads_from_manifest(pod, "p"), ext.policy, {})
+
+    c = FakeCluster()
+    assert extender(c).capacity(planner(extender(c), 10**6)) is None  # no GPU node known yet
+    c.add_node("small", 1000)
+    c.add_node("full", 80 * GIB)
+    ext = extender(c)
+    assert bind(ext, c.add_pod("hog", {"gpumem": 80 * GIB}), "full") == ""
+    assert ext.capacity(planner(ext, 60 * GIB)) is None  # fits "full" once it empties
+    assert ext.capacity(planner(ext, 90 * GIB)) == (
+        "full: container c needs 1 GPU with 92160MiB, 0 fit: GPU0 has 81920MiB in all, less "
+        "than the 92160MiB asked; small: container c needs 1 GPU with 92160MiB, 0 fit: GPU0 "
+        "has 1000MiB in all, less than the 92160MiB asked")
