@@ -38,6 +38,7 @@ __all__ = [
     "parse_quantity",
     "plan_claim",
     "resource_slice",
+    "same_devices",
     "shares_of",
     "slice_devices",
 ]
@@ -126,6 +127,26 @@ def resource_slice(node: str, gpus: Sequence[PhysicalGpu], settings: Settings,
                  "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
                  "devices": slice_devices(gpus, settings)},
     }
+
+
+def _canonical(value: Any, key: str = "") -> Any:
+    """Devices with every capacity quantity as a number: the API server writes quantities back
+    in canonical form ("8192Mi" comes back as "8Gi")."""
+    if isinstance(value, Mapping):
+        return {k: _canonical(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_canonical(v, key) for v in value]
+    if isinstance(value, str) and key in ("value", "default", "min", "max", "step"):
+        try:
+            return parse_quantity(value, key)
+        except ClaimError:
+            return value
+    return value
+
+
+def same_devices(have: Any, want: Any) -> bool:
+    """Whether a slice's devices as the API server returns them are `want`'s."""
+    return bool(_canonical(have) == _canonical(want))
 
 
 # ---- a claim's allocation ----------------------------------------------------------------------

@@ -27,7 +27,15 @@ from deviceplugin.regionfiles import write_region
 from deviceplugin.server import Inventory
 from draplugin.api import dra, registration
 from draplugin.checkpoint import Checkpoint, PreparedClaim, PreparedDevice
-from draplugin.core import DRIVER, ClaimError, ClaimPlan, cdi_text, plan_claim, resource_slice
+from draplugin.core import (
+    DRIVER,
+    ClaimError,
+    ClaimPlan,
+    cdi_text,
+    plan_claim,
+    resource_slice,
+    same_devices,
+)
 from draplugin.kube import Resources
 from gpuwarden.config import Settings
 
@@ -100,8 +108,8 @@ class DraDriver:
                                   self.opts.driver)
             name = want["metadata"]["name"]
             have = self.resources.get_slice(name)
-            if have is not None and have.get("spec", {}).get("devices") == want["spec"]["devices"] \
-                    and have["spec"].get("nodeName") == self.opts.node:
+            if have is not None and have["spec"].get("nodeName") == self.opts.node and \
+                    same_devices(have["spec"].get("devices"), want["spec"]["devices"]):
                 return False
             if have is not None:
                 self.generation = int(have["spec"]["pool"].get("generation", 0)) + 1

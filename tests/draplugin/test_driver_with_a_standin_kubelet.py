@@ -7,12 +7,22 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-from fakes import NODE, UUIDS, FakeResources, claim, result, short_dir, two_gpus
+from fakes import (
+    NODE,
+    UUIDS,
+    FakeInventory,
+    FakeResources,
+    claim,
+    result,
+    short_dir,
+    two_gpus,
+)
 from testbed import wait_for
 
 from draplugin.api import dra, registration
@@ -156,3 +166,26 @@ def test_stop_removes_the_sockets(bed) -> None:
     driver = b.start()
     driver.stop()
     assert not b.opts.registry_socket.exists() and not b.opts.plugin_socket.exists()
+
+
+def test_a_gpu_turning_unhealthy_is_republished_with_a_new_pool_generation(bed) -> None:
+    b = bed()
+    driver = b.start()
+    b.register()
+    name = f"{NODE}-gpuwarden-io"
+    wait_for(lambda: b.resources.slices.get(name), 5, "the slice")
+    inv = driver.inventory
+    assert isinstance(inv, FakeInventory)
+    inv.gpus = (inv.gpus[0], replace(inv.gpus[1], healthy=False, why_unhealthy="XID 79"))
+
+    def republished() -> dict | None:
+        s = b.resources.slices[name]
+        return s if s["spec"]["devices"][1]["attributes"]["healthy"] == {"bool": False} else None
+
+    sl = wait_for(republished, 5, "the slice with gpu-1 unhealthy")
+    assert sl["spec"]["pool"]["generation"] == 1
+    assert sl["spec"]["devices"][0]["attributes"]["healthy"] == {"bool": True}
+    # a claim on the unhealthy GPU is refused, naming the GPU and why
+    b.resources.claims[("ns", "c")] = claim("c", "u", [result("gpu-1")])
+    err = b.call("NodePrepareResources", ("ns", "c", "u")).claims["u"].error
+    assert f"device gpu-1 ({UUIDS[1]}) is unhealthy: XID 79" in err

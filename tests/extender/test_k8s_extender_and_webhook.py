@@ -36,14 +36,25 @@ REPO = Path(__file__).resolve().parents[2]
 H200_MIB = 143771
 
 
-def wait(pred: Callable[[], Any], timeout: float, what: str) -> Any:
+def wait(pred: Callable[[], Any], timeout: float, what: str,
+         detail: Callable[[], str] | None = None) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         got = pred()
         if got:
             return got
         time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}"
+                         + (f"\n{detail()}" if detail else ""))
+
+
+def story(cluster: GpuCluster, ns: str, pod: str) -> str:
+    """What a failed wait shows: the pod's events and the extender's last log lines."""
+    v1 = client.CoreV1Api(cluster.api)
+    events = v1.list_namespaced_event(ns, field_selector=f"involvedObject.name={pod}").items
+    lines = [f"{e.last_timestamp or e.event_time} {e.reason}: {e.message}" for e in events]
+    return ("events of " + pod + ":\n  " + "\n  ".join(lines) + "\nextender log:\n"
+            + "\n".join(cluster.log.read_text().splitlines()[-15:]))
 
 
 def namespace(api: Any, name: str) -> str:
@@ -204,7 +215,8 @@ def test_unfit_pod_waits_with_the_reason_and_schedules_when_capacity_frees(
         doc["metadata"]["namespace"] = ns
         apply(api, doc)
         if name == "first":
-            wait(lambda: bound(api, ns, 1), 60, "the first pod bound")
+            wait(lambda: bound(api, ns, 1), 90, "the first pod bound",
+                 lambda: story(gpu_cluster, ns, "first"))
     reason = "tiny: gpuwarden: container main needs 1 GPU with 8000MiB, 0 fit: GPU0 2000MiB " \
         "free, needs 8000MiB (6000 short)"
 
@@ -213,12 +225,14 @@ def test_unfit_pod_waits_with_the_reason_and_schedules_when_capacity_frees(
         return any(e.reason == "FailedScheduling" and "GPU0 2000MiB free, needs 8000MiB"
                    in (e.message or "") for e in events.items)
 
-    wait(explained, 60, f"a FailedScheduling event of the second pod saying {reason!r}")
+    wait(explained, 90, f"a FailedScheduling event of the second pod saying {reason!r}",
+         lambda: story(gpu_cluster, ns, "second"))
     assert v1.read_namespaced_pod("second", ns).spec.node_name is None
     v1.delete_namespaced_pod("first", ns, grace_period_seconds=0)  # no kubelet to confirm
     started = time.monotonic()
-    wait(lambda: v1.read_namespaced_pod("second", ns).spec.node_name == "tiny", 60,
-         "the second pod bound once the first was deleted")
+    wait(lambda: v1.read_namespaced_pod("second", ns).spec.node_name == "tiny", 90,
+         "the second pod bound once the first was deleted",
+         lambda: story(gpu_cluster, ns, "second"))
     elapsed = time.monotonic() - started
     print(f"pending pod bound {elapsed:.1f}s after the deletion")
     assert elapsed < 30

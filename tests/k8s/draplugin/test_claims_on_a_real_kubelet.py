@@ -260,4 +260,9 @@ def test_sigterm_stops_the_driver_and_removes_its_sockets(k8s_node, driver) -> N
     assert reg.is_socket()
     assert driver.stop() == 0, driver.text()
     assert not reg.exists()
+    # the slice was written after registrations (and a kubelet's wipe), never over and over
+    # (the API server returns quantities in canonical form: 8192Mi as 8Gi)
+    text = driver.text()
+    assert text.count("published ResourceSlice") < text.count("registered with the kubelet") + 3
+
     assert driver.text().rstrip().endswith("stopped")
