@@ -2,7 +2,9 @@
 controller-manager, on the simulated GPU (2 devices of 8 GiB): it registers and publishes its
 ResourceSlice; pods whose claims (from examples/dra) ask 1 GiB / 10 % start with that slice and
 get an ordinary out-of-memory error beyond it; a burst of claims never over-allocates a GPU;
-a deleted pod's claim is unprepared and a pending pod starts.
+a deleted pod's claim is unprepared and a pending pod starts; restarts of the kubelet and of
+the driver keep slices; the agent adopts a claim's container, and (eBPF) kills a process that
+allocates around libvgpu in it at its slice.
 
 The simulated driver's libraries and state folder reach the containers through the driver's
 --driver-mount, as a node's NVIDIA container runtime would bring the real ones; libvgpu, the
@@ -45,6 +47,7 @@ pytestmark = pytest.mark.k8s
 
 REPO = Path(__file__).resolve().parents[3]
 PROBE_C = REPO / "tests" / "k8s" / "deviceplugin" / "slice_probe.c"
+AROUND_C = REPO / "tests" / "e2e" / "progs" / "alloc_around_shim.c"
 MIB, GIB = 1 << 20, 1 << 30
 GROUP, V = "resource.k8s.io", "v1"
 
@@ -299,6 +302,59 @@ def test_a_driver_restart_keeps_running_pods_confined_and_unprepares_them_later(
     # the restarted driver unprepares what its predecessor prepared (from the checkpoint)
     core(k8s_api).delete_namespaced_pod("holder", k8s_namespace, grace_period_seconds=0)
     wait_for(lambda: not region.parent.exists(), 90, "the claim unprepared after the restart")
+
+
+KILL_POLICY = """version 1
+
+defaults {
+  gpumem = 1GiB
+  on_violation = kill after 0s alert "SliceViolation" severity critical
+  bypass_tolerance = 768MiB
+}
+"""
+
+
+@pytest.mark.bpf
+def test_a_process_allocating_around_libvgpu_in_a_claim_is_killed_at_its_slice(
+        k8s_api, k8s_node, k8s_namespace, driver, sim, tmp_path) -> None:
+    """The agent (eBPF on) judges a DRA container by its claim: 640 MiB through the shim, then
+    960 MiB around it on a 1 GiB claim, and the allocation that passes the slice never
+    returns."""
+    exe = tmp_path / "alloc_around_shim"
+    subprocess.run(["cc", "-std=c11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror",
+                    f"-I{REPO / 'libvgpu' / 'include'}", str(AROUND_C), "-ldl", "-o", str(exe)],
+                   check=True)
+    image = k8s_node.import_image(images.build_image(
+        tmp_path / "img", "gpuwarden.test/dra-around:1", {"/app/around": exe}))
+    (tmp_path / "policy.gwp").write_text(KILL_POLICY)
+    state = tmp_path / "agent"
+    err = (tmp_path / "agent.log").open("ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuwarden", "agent", "--kubernetes", "--node", k8s_node.name,
+         "--kubeconfig", str(k8s_node.cp.admin_kubeconfig), "--regions-root",
+         str(driver.regions), "--state-dir", str(state), "--policy",
+         str(tmp_path / "policy.gwp"), "--metrics-port", "0", "--quiet"],
+        env=sim, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO)
+    try:
+        wait_for(lambda: "ready;" in (tmp_path / "agent.log").read_text()
+                 or proc.poll() is not None, 90, "the agent (eBPF) starting")
+        assert proc.poll() is None, (tmp_path / "agent.log").read_text()
+        tpl = template(k8s_api, k8s_namespace, "gpu-1g", memory="1Gi", cores="0")
+        core(k8s_api).create_namespaced_pod(k8s_namespace, claim_pod(
+            "around", k8s_node.name, image, tpl,
+            ["sh", "-c", "sleep 2; exec /app/around 640 960 5000"], sim))
+        done = wait_pod_phase(k8s_api, k8s_namespace, "around", timeout=120)
+        out = k8s_node.container_log(done)
+        term = done.status.container_statuses[0].state.terminated
+        assert term.exit_code == 137 and "holding" not in out, (term, out)
+        audit = state / "audit.jsonl"
+        kk = wait_for(lambda: audit_event(audit, lambda e: e.get("action") == "kernel_kill"),
+                      30, "the agent's audit record of the kill")
+        assert kk["workload"]["pod"] == "around", kk
+    finally:
+        proc.terminate()
+        proc.wait(15)
+        err.close()
 
 
 def test_sigterm_stops_the_driver_and_removes_its_sockets(k8s_node, driver) -> None:
