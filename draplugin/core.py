@@ -23,6 +23,7 @@ from deviceplugin.devices import PhysicalGpu, scaled_mib
 from gpuwarden.annotations import DeviceGrant
 from gpuwarden.claims import ClaimDevice, ClaimRecord
 from gpuwarden.config import Settings
+from gpuwarden.quantity import QuantityError, parse_quantity
 
 __all__ = [
     "CDI_CLASS",
@@ -37,7 +38,6 @@ __all__ = [
     "cdi_spec",
     "claim_record",
     "device_name",
-    "parse_quantity",
     "plan_claim",
     "resource_slice",
     "same_devices",
@@ -57,27 +57,11 @@ class ClaimError(ValueError):
     """A claim that cannot be prepared on this node; the message names the claim and why."""
 
 
-# ---- quantities --------------------------------------------------------------------------------
-
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL: dict[str, int | Fraction] = {
-    "": 1, "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000),
-    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
-_QTY = re.compile(r"^([+-]?\d+(?:\.\d*)?|[+-]?\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|"
-                  r"[eE][+-]?\d+)?$")
-
-
-def parse_quantity(text: Any, where: str) -> Fraction:
-    """A Kubernetes quantity ("8Gi", "1500M", "10", "1e3", "250m") as an exact number."""
-    m = _QTY.match(str(text).strip()) if isinstance(text, (str, int)) else None
-    if m is None:
-        raise ClaimError(f"{where}: {text!r} is not a Kubernetes quantity (e.g. 1Gi, 500Mi, 10)")
-    number, suffix = Fraction(m.group(1)), m.group(2) or ""
-    if suffix in _BINARY:
-        return number * _BINARY[suffix]
-    if suffix[:1] in ("e", "E"):
-        return number * Fraction(10) ** int(suffix[1:])
-    return number * _DECIMAL[suffix]
+def _quantity(text: Any, where: str) -> Fraction:
+    try:
+        return parse_quantity(text, where)
+    except QuantityError as err:
+        raise ClaimError(str(err)) from None
 
 
 # ---- the ResourceSlice -------------------------------------------------------------------------
@@ -141,7 +125,7 @@ def _canonical(value: Any, key: str = "") -> Any:
     if isinstance(value, str) and key in ("value", "default", "min", "max", "step"):
         try:
             return parse_quantity(value, key)
-        except ClaimError:
+        except QuantityError:
             return value
     return value
 
@@ -222,9 +206,9 @@ def shares_of(claim: Mapping[str, Any], driver: str = DRIVER,
         where = f"{ref} status.allocation.devices.results[{i}]"
         used = r.get("consumedCapacity") or {}
         mem = used.get("memory")
-        memory = (int(parse_quantity(mem, f"{where}.consumedCapacity.memory"))
+        memory = (int(_quantity(mem, f"{where}.consumedCapacity.memory"))
                   if mem is not None else None)
-        cores = int(parse_quantity(used.get("cores", 0), f"{where}.consumedCapacity.cores"))
+        cores = int(_quantity(used.get("cores", 0), f"{where}.consumedCapacity.cores"))
         if not 0 <= cores <= 100:
             raise ClaimError(f"{where}.consumedCapacity.cores: {cores} is out of range 0..100")
         shares.append(Share(request=str(r.get("request", "")), pool=str(r.get("pool", "")),

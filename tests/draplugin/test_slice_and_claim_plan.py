@@ -13,12 +13,12 @@ from deviceplugin.allocation import CONTAINER_PRELOAD, HostPaths
 from draplugin.core import (
     ClaimError,
     cdi_spec,
-    parse_quantity,
     plan_claim,
     resource_slice,
     same_devices,
 )
 from gpuwarden.config import Settings
+from gpuwarden.quantity import parse_quantity
 
 GIB = 1 << 30
 PATHS = HostPaths(libvgpu="/opt/gw/libvgpu.so", preload_file="/r/ld.so.preload",

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from draplugin.core import parse_quantity
+from gpuwarden.quantity import parse_quantity
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "examples" / "dra"

@@ -38,7 +38,7 @@ from draobjects import (
 from testbed import images, wait_for
 from testbed.kube import core, pod_manifest, wait_pod_phase
 
-from draplugin.core import parse_quantity
+from gpuwarden.quantity import parse_quantity
 from libvgpu.paths import shim_path, sim_lib_dir
 from libvgpu.region import Region
 from libvgpu.sim import sim_env
