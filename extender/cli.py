@@ -72,7 +72,8 @@ def _fail(code: int, message: str) -> int:
 
 def cmd_extender(args: argparse.Namespace) -> int:
     from extender.certs import ReloadingTls, generate
-    from extender.kube import KubeClusterApi
+    from extender.claims import review_claim
+    from extender.kube import ApiError, KubeClusterApi
     from extender.policyfiles import stamp
     from extender.server import JsonServer
     from extender.service import Extender
@@ -130,9 +131,22 @@ def cmd_extender(args: argparse.Namespace) -> int:
         except ValueError as err:
             return _fail(2, str(err))
 
+        def read_pod(namespace: str, name: str) -> Any:
+            try:
+                return ext.api.read_pod(namespace, name)
+            except ApiError as err:
+                if err.status == 404:
+                    return None
+                raise
+
         def answer(mutate: bool) -> Any:
             def route(body: Any) -> Any:
-                result = review(body, ext.policy, settings, ext.capacity, mutate)
+                kind = ((body.get("request") or {}).get("kind") or {}).get("kind") \
+                    if isinstance(body, dict) else None
+                if kind == "ResourceClaim":
+                    result = review_claim(body, ext.policy, settings, read_pod)
+                else:
+                    result = review(body, ext.policy, settings, ext.capacity, mutate)
                 ext.metrics.admissions.labels(
                     result="allowed" if result["response"]["allowed"] else "refused").inc()
                 return result
