@@ -21,6 +21,7 @@ from typing import Any
 from deviceplugin.allocation import HostPaths, MountSpec, container_edits
 from deviceplugin.devices import PhysicalGpu, scaled_mib
 from gpuwarden.annotations import DeviceGrant
+from gpuwarden.claims import ClaimDevice, ClaimRecord
 from gpuwarden.config import Settings
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "Share",
     "UnitPlan",
     "cdi_spec",
+    "claim_record",
     "device_name",
     "parse_quantity",
     "plan_claim",
@@ -324,6 +326,16 @@ def plan_claim(claim: Mapping[str, Any], node: str, gpus: Sequence[PhysicalGpu],
                               mounts=mounts, priority=cfg.priority, core_policy=policy))
     return ClaimPlan(namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
                      uid=str(meta.get("uid", "")), units=tuple(units))
+
+
+def claim_record(plan: ClaimPlan, unit: UnitPlan) -> ClaimRecord:
+    """What the agent reads from the unit's folder: whose claim, which request, its limits."""
+    return ClaimRecord(namespace=plan.namespace, name=plan.name, uid=plan.uid,
+                       request=unit.request,
+                       devices=tuple(ClaimDevice(g.uuid, g.index, lim // MIB, g.cores)
+                                     for g, lim in zip(unit.grants, unit.limits_bytes,
+                                                       strict=True)),
+                       priority=unit.priority, core_policy=unit.core_policy)
 
 
 def cdi_spec(plan: ClaimPlan) -> dict[str, Any]:

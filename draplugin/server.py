@@ -32,11 +32,13 @@ from draplugin.core import (
     ClaimError,
     ClaimPlan,
     cdi_text,
+    claim_record,
     plan_claim,
     resource_slice,
     same_devices,
 )
 from draplugin.kube import Resources
+from gpuwarden.claims import CLAIM_RECORD, CLAIMS_DIR, encode_claim_record
 from gpuwarden.config import Settings
 
 __all__ = ["DraDriver", "DraOptions"]
@@ -74,7 +76,7 @@ class DraDriver:
         root = Path(settings.region_root)
         # claims' region folders apart from the device plugin's per-container ones
         self.paths = HostPaths(libvgpu=opts.libvgpu, preload_file=str(root / "ld.so.preload"),
-                               region_root=str(root / "claims"), node_dir=str(root / "node"))
+                               region_root=str(root / CLAIMS_DIR), node_dir=str(root / "node"))
         self.checkpoint = Checkpoint(opts.state_dir / "checkpoint.json")
         self.gpus: tuple[PhysicalGpu, ...] = ()
         self.generation = 0
@@ -208,6 +210,8 @@ class DraDriver:
                 made += write_region(Path(u.region_dir),
                                      [(g.uuid, lim) for g, lim in
                                       zip(u.grants, u.limits_bytes, strict=True)], cores)
+                (Path(u.region_dir) / CLAIM_RECORD).write_text(
+                    encode_claim_record(claim_record(plan, u)))
             self.opts.cdi_dir.mkdir(parents=True, exist_ok=True)
             tmp = cdi.with_suffix(".tmp")
             tmp.write_text(cdi_text(plan))

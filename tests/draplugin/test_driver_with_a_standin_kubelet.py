@@ -27,6 +27,7 @@ from testbed import wait_for
 
 from draplugin.api import dra, registration
 from draplugin.server import DraDriver, DraOptions
+from gpuwarden.claims import decode_claim_record
 from gpuwarden.config import Settings
 from libvgpu.region import Region
 
@@ -117,6 +118,9 @@ def test_prepare_writes_region_and_cdi_spec_and_is_idempotent(bed) -> None:
     with Region.open(region) as reg:
         d = reg.snapshot().device(UUIDS[1])
     assert d.limit_bytes == 1024 * MIB
+    record = decode_claim_record((region.parent / "claim.json").read_text(), "claim.json")
+    assert (record.namespace, record.name, record.request, record.devices[0].memory_mib) == (
+        "ns", "c1", "gpu", 1024)
     spec = json.loads((b.opts.cdi_dir / "gpuwarden.io-claim_uid-1.json").read_text())
     assert spec["devices"][0]["name"] == "uid-1_gpu"
     # the kubelet may call again (e.g. after its own restart): the same answer, nothing new
