@@ -176,8 +176,11 @@ class DraDriver:
         before; ClaimError naming the claim otherwise, with nothing left behind."""
         with self.lock:
             done = self.checkpoint.claims.get(uid)
-            if done is not None:
+            if done is not None and Path(done.cdi_file).exists() and \
+                    all(Path(d).is_dir() for d in done.region_dirs):
                 return done
+            # not prepared, or its files are gone (the CDI folder is often a tmpfs that a
+            # reboot empties): set it up (again) from the claim
             try:
                 claim = self.resources.get_claim(namespace, name)
             except Exception as err:

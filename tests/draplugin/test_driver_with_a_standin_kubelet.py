@@ -193,3 +193,14 @@ def test_a_gpu_turning_unhealthy_is_republished_with_a_new_pool_generation(bed) 
     b.resources.claims[("ns", "c")] = claim("c", "u", [result("gpu-1")])
     err = b.call("NodePrepareResources", ("ns", "c", "u")).claims["u"].error
     assert f"device gpu-1 ({UUIDS[1]}) is unhealthy: XID 79" in err
+
+
+def test_a_prepared_claim_whose_files_are_gone_is_set_up_again(bed) -> None:
+    b = bed()
+    b.resources.claims[("ns", "c1")] = claim("c1", "uid-1", [result()])
+    b.start()
+    first = b.call("NodePrepareResources", ("ns", "c1", "uid-1")).claims["uid-1"]
+    cdi = b.opts.cdi_dir / "gpuwarden.io-claim_uid-1.json"
+    cdi.unlink()  # a reboot emptied the CDI folder (a tmpfs); the checkpoint survived
+    again = b.call("NodePrepareResources", ("ns", "c1", "uid-1")).claims["uid-1"]
+    assert again == first and cdi.exists()
