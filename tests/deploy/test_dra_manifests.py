@@ -106,3 +106,16 @@ def test_deploy_dra_passes_server_side_dry_run_and_its_account_can_do_its_calls(
                        check=False) == "yes", (verb, what)
     assert kubectl("auth", "can-i", "delete", "pods", "--all-namespaces", f"--as={sa}",
                    check=False) == "no"
+
+
+def test_the_agents_metrics_on_dra_nodes_are_scraped_like_the_others() -> None:
+    docs = rendered_dra()
+    (svc,) = of(docs, "Service")
+    (ds,) = of(docs, "DaemonSet")
+    pod_labels = ds["spec"]["template"]["metadata"]["labels"]
+    assert all(pod_labels.get(k) == v for k, v in svc["spec"]["selector"].items())
+    monitor = find("ServiceMonitor", "gpuwarden-agent")["spec"]["selector"]["matchLabels"]
+    assert all(svc["metadata"]["labels"].get(k) == v for k, v in monitor.items())
+    port = svc["spec"]["ports"][0]["targetPort"]
+    agent = next(c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "agent")
+    assert port in {p["name"] for p in agent["ports"]}
