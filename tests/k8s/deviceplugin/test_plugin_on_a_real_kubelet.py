@@ -242,7 +242,8 @@ def test_plugin_restart_leaves_running_pods_their_slices_and_the_agent_adopts_th
 
     wait_for(held, 30, "the holder's allocation counted in its region")
     adopted = wait_for(lambda: audit_event(agent, lambda e: e.get("event") == "workload_adopted"
-                                           and e["workload"]["pod"] == "holder"), 30,
+                                           and e["workload"]["pod"] == "holder"
+                                           and e["workload"]["namespace"] == k8s_namespace), 30,
                        "the agent adopting the holder's container")
     assert adopted["region"] == str(region) and adopted["region_error"] is None
     before = plugin.registrations()

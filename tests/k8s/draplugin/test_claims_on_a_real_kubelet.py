@@ -287,7 +287,8 @@ def test_a_driver_restart_keeps_running_pods_confined_and_unprepares_them_later(
     wait_for(holding, 60, "the holder's allocation counted in its claim's region")
     # the agent adopts the claim's container with its region and the claim's 700 MiB as limit
     adopted = wait_for(lambda: audit_event(agent, lambda e: e.get("event") == "workload_adopted"
-                                           and e["workload"]["pod"] == "holder"), 60,
+                                           and e["workload"]["pod"] == "holder"
+                                           and e["workload"]["namespace"] == k8s_namespace), 60,
                        "the agent adopting the holder's container")
     assert (adopted["region"], adopted["region_error"]) == (str(region), None), adopted
     assert adopted["memory_limit_bytes"] == 700 * MIB, adopted
