@@ -21,8 +21,15 @@ from typing import Any
 
 from agent.cgroups import ContainerRef, container_of
 from agent.ledger import WorkloadRecord
-from agent.pods import PodContainer, PodError, pod_containers, pod_event
+from agent.pods import REGION_FILE, PodContainer, PodError, pod_containers, pod_event
 from agent.procfs import start_time
+from gpuwarden.claims import (
+    CLAIM_RECORD,
+    CLAIMS_DIR,
+    ClaimRecord,
+    ClaimRecordError,
+    decode_claim_record,
+)
 from gpuwarden.config import DEFAULT_REGION_ROOT
 from gpuwarden.informer import Informer
 from gpuwarden.resources import ResourceNames
@@ -79,6 +86,38 @@ class ClusterMode:
         # uid -> (resourceVersion, its GPU containers or why it cannot be read)
         self._read_pods: dict[str, tuple[str, list[PodContainer] | str]] = {}
         self._labels_seen: dict[str, str] | None = None
+        self._claims_seen: dict[tuple[str, str], list[tuple[ClaimRecord, str]]] | None = None
+        self._claim_files: dict[str, tuple[float, ClaimRecord | None]] = {}  # path -> mtime
+
+    def claim_index(self) -> dict[tuple[str, str], list[tuple[ClaimRecord, str]]]:
+        """The DRA driver's prepared claim units under <regions root>/claims/, by (namespace,
+        claim name), with their region files; each record is read again only when it
+        changes, an unreadable one is skipped."""
+        out: dict[tuple[str, str], list[tuple[ClaimRecord, str]]] = {}
+        folder = self.regions_root / CLAIMS_DIR
+        try:
+            units = sorted(os.listdir(folder))
+        except OSError:
+            return out
+        seen: dict[str, tuple[float, ClaimRecord | None]] = {}
+        for unit in units:
+            path = folder / unit / CLAIM_RECORD
+            try:
+                mtime = path.stat().st_mtime
+            except OSError:
+                continue
+            hit = self._claim_files.get(str(path))
+            if hit is None or hit[0] != mtime:
+                try:
+                    hit = (mtime, decode_claim_record(path.read_text(), str(path)))
+                except (OSError, ClaimRecordError):
+                    hit = (mtime, None)
+            seen[str(path)] = hit
+            if hit[1] is not None:
+                out.setdefault((hit[1].namespace, hit[1].name), []).append(
+                    (hit[1], str(folder / unit / REGION_FILE)))
+        self._claim_files = seen
+        return out
 
     # ---- the watch ---------------------------------------------------------------------------
 
@@ -118,8 +157,9 @@ class ClusterMode:
         bad_pods with the reason (the daemon reports each once). A pod is read again only when
         its resourceVersion (or the node's labels) changed."""
         labels = self.node_labels()
-        if labels != self._labels_seen:
-            self._labels_seen, self._read_pods = labels, {}
+        claims = self.claim_index()
+        if labels != self._labels_seen or claims != self._claims_seen:
+            self._labels_seen, self._claims_seen, self._read_pods = labels, claims, {}
         out: dict[str, PodContainer] = {}
         bad: dict[str, str] = {}
         cache: dict[str, tuple[str, list[PodContainer] | str]] = {}
@@ -132,7 +172,8 @@ class ClusterMode:
                 self._pod_names[uid] = (str(meta.get("namespace", "")),
                                         str(meta.get("name", "")))
                 try:
-                    hit = (rv, pod_containers(pod, labels, self.regions_root, self.names))
+                    hit = (rv, pod_containers(pod, labels, self.regions_root, self.names,
+                                              claims))
                 except PodError as err:
                     hit = (rv, str(err))
             cache[uid] = hit

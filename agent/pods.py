@@ -12,18 +12,20 @@ returns (the same dicts a manifest file holds), no client library.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from agent.cgroups import bare_container_id
 from gpuwarden.annotations import ASSIGNMENT, AnnotationError, decode_assignment
+from gpuwarden.claims import ClaimRecord
 from gpuwarden.resources import ResourceNames
-from policy.model import Workload
+from policy.model import ResourceRequest, Workload
 from policy.pods import PodError, workloads_from_manifest
 
 __all__ = [
+    "ClaimIndex",
     "PodContainer",
     "PodError",
     "container_region",
@@ -86,10 +88,49 @@ def _running_ids(pod: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+# (namespace, ResourceClaim name) -> the claim's prepared units: record and region file
+ClaimIndex = Mapping[tuple[str, str], Sequence[tuple[ClaimRecord, str]]]
+
+
+def _claim_names(pod: Mapping[str, Any]) -> dict[str, str]:
+    """The pod's claim entries -> the ResourceClaims they name (a template's claim is named in
+    the pod's status once made)."""
+    out: dict[str, str] = {}
+    for rc in (pod.get("spec") or {}).get("resourceClaims") or ():
+        if isinstance(rc, dict) and rc.get("resourceClaimName"):
+            out[str(rc.get("name"))] = str(rc["resourceClaimName"])
+    for st in (pod.get("status") or {}).get("resourceClaimStatuses") or ():
+        if isinstance(st, dict) and st.get("resourceClaimName"):
+            out[str(st.get("name"))] = str(st["resourceClaimName"])
+    return out
+
+
+def _claim_unit(raw: Mapping[str, Any], namespace: str, claim_names: Mapping[str, str],
+                claims: ClaimIndex) -> tuple[ClaimRecord, str] | None:
+    """The first prepared gpuwarden claim unit a container lists in resources.claims."""
+    for entry in (raw.get("resources") or {}).get("claims") or ():
+        if not isinstance(entry, dict):
+            continue
+        claim = claim_names.get(str(entry.get("name")))
+        for rec, region in claims.get((namespace, claim), ()) if claim else ():
+            if not entry.get("request") or entry["request"] == rec.request:
+                return rec, region
+    return None
+
+
+def _claim_request(rec: ClaimRecord) -> ResourceRequest:
+    first = rec.devices[0]
+    return ResourceRequest(gpu=len(rec.devices), gpumem_mib=first.memory_mib,
+                           gpucores=first.cores or None, priority=rec.priority)
+
+
 def pod_containers(pod: Mapping[str, Any], node_labels: Mapping[str, str],
                    regions_root: str | Path,
-                   names: ResourceNames | None = None) -> list[PodContainer]:
-    """The containers of `pod` that ask for a GPU; raises PodError for a pod it cannot read."""
+                   names: ResourceNames | None = None,
+                   claims: ClaimIndex | None = None) -> list[PodContainer]:
+    """The containers of `pod` that ask for a GPU, through the resource keys or through a
+    DRA claim the driver prepared (`claims`: its limits become the container's request);
+    raises PodError for a pod it cannot read."""
     meta = pod.get("metadata") or {}
     source = f"pod {meta.get('namespace', '?')}/{meta.get('name', '?')}"
     uid = str(meta.get("uid") or "")
@@ -102,11 +143,30 @@ def pod_containers(pod: Mapping[str, Any], node_labels: Mapping[str, str],
                                   node_labels=node_labels, gpu_only=True)
     assigned = _assigned(wls[0].workload.annotations if wls else {}, source)
     running = _running_ids(pod)
-    return [PodContainer(wid=wid_of(uid, pw.container), pod_uid=uid, workload=pw.workload,
-                         container_id=running.get(pw.container, ""),
-                         devices=assigned.get(pw.container, ()),
-                         region=str(container_region(regions_root, uid, pw.container)))
-            for pw in wls]
+    out = [PodContainer(wid=wid_of(uid, pw.container), pod_uid=uid, workload=pw.workload,
+                        container_id=running.get(pw.container, ""),
+                        devices=assigned.get(pw.container, ()),
+                        region=str(container_region(regions_root, uid, pw.container)))
+           for pw in wls]
+    claim_names = _claim_names(pod) if claims else {}
+    if claim_names:
+        spec = pod.get("spec") or {}
+        raws = {str(c.get("name")): c for key in ("initContainers", "containers")
+                for c in spec.get(key) or () if isinstance(c, dict)}
+        taken = {pc.workload.container for pc in out}
+        for pw in workloads_from_manifest(dict(pod, kind="Pod"), source, names,
+                                          node_labels=node_labels):
+            unit = (None if pw.container in taken or claims is None else
+                    _claim_unit(raws.get(pw.container, {}), pw.workload.namespace,
+                                claim_names, claims))
+            if unit is not None:
+                rec, region = unit
+                out.append(PodContainer(
+                    wid=wid_of(uid, pw.container), pod_uid=uid,
+                    workload=replace(pw.workload, request=_claim_request(rec)),
+                    container_id=running.get(pw.container, ""),
+                    devices=tuple(d.uuid for d in rec.devices), region=region))
+    return out
 
 
 # ---- Events on the pod ----------------------------------------------------------------------

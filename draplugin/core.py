@@ -21,7 +21,9 @@ from typing import Any
 from deviceplugin.allocation import HostPaths, MountSpec, container_edits
 from deviceplugin.devices import PhysicalGpu, scaled_mib
 from gpuwarden.annotations import DeviceGrant
+from gpuwarden.claims import ClaimDevice, ClaimRecord
 from gpuwarden.config import Settings
+from gpuwarden.quantity import QuantityError, parse_quantity
 
 __all__ = [
     "CDI_CLASS",
@@ -34,10 +36,11 @@ __all__ = [
     "Share",
     "UnitPlan",
     "cdi_spec",
+    "claim_record",
     "device_name",
-    "parse_quantity",
     "plan_claim",
     "resource_slice",
+    "same_devices",
     "shares_of",
     "slice_devices",
 ]
@@ -54,27 +57,11 @@ class ClaimError(ValueError):
     """A claim that cannot be prepared on this node; the message names the claim and why."""
 
 
-# ---- quantities --------------------------------------------------------------------------------
-
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL: dict[str, int | Fraction] = {
-    "": 1, "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000),
-    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
-_QTY = re.compile(r"^([+-]?\d+(?:\.\d*)?|[+-]?\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|"
-                  r"[eE][+-]?\d+)?$")
-
-
-def parse_quantity(text: Any, where: str) -> Fraction:
-    """A Kubernetes quantity ("8Gi", "1500M", "10", "1e3", "250m") as an exact number."""
-    m = _QTY.match(str(text).strip()) if isinstance(text, (str, int)) else None
-    if m is None:
-        raise ClaimError(f"{where}: {text!r} is not a Kubernetes quantity (e.g. 1Gi, 500Mi, 10)")
-    number, suffix = Fraction(m.group(1)), m.group(2) or ""
-    if suffix in _BINARY:
-        return number * _BINARY[suffix]
-    if suffix[:1] in ("e", "E"):
-        return number * Fraction(10) ** int(suffix[1:])
-    return number * _DECIMAL[suffix]
+def _quantity(text: Any, where: str) -> Fraction:
+    try:
+        return parse_quantity(text, where)
+    except QuantityError as err:
+        raise ClaimError(str(err)) from None
 
 
 # ---- the ResourceSlice -------------------------------------------------------------------------
@@ -126,6 +113,26 @@ def resource_slice(node: str, gpus: Sequence[PhysicalGpu], settings: Settings,
                  "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
                  "devices": slice_devices(gpus, settings)},
     }
+
+
+def _canonical(value: Any, key: str = "") -> Any:
+    """Devices with every capacity quantity as a number: the API server writes quantities back
+    in canonical form ("8192Mi" comes back as "8Gi")."""
+    if isinstance(value, Mapping):
+        return {k: _canonical(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_canonical(v, key) for v in value]
+    if isinstance(value, str) and key in ("value", "default", "min", "max", "step"):
+        try:
+            return parse_quantity(value, key)
+        except QuantityError:
+            return value
+    return value
+
+
+def same_devices(have: Any, want: Any) -> bool:
+    """Whether a slice's devices as the API server returns them are `want`'s."""
+    return bool(_canonical(have) == _canonical(want))
 
 
 # ---- a claim's allocation ----------------------------------------------------------------------
@@ -199,9 +206,9 @@ def shares_of(claim: Mapping[str, Any], driver: str = DRIVER,
         where = f"{ref} status.allocation.devices.results[{i}]"
         used = r.get("consumedCapacity") or {}
         mem = used.get("memory")
-        memory = (int(parse_quantity(mem, f"{where}.consumedCapacity.memory"))
+        memory = (int(_quantity(mem, f"{where}.consumedCapacity.memory"))
                   if mem is not None else None)
-        cores = int(parse_quantity(used.get("cores", 0), f"{where}.consumedCapacity.cores"))
+        cores = int(_quantity(used.get("cores", 0), f"{where}.consumedCapacity.cores"))
         if not 0 <= cores <= 100:
             raise ClaimError(f"{where}.consumedCapacity.cores: {cores} is out of range 0..100")
         shares.append(Share(request=str(r.get("request", "")), pool=str(r.get("pool", "")),
@@ -303,6 +310,16 @@ def plan_claim(claim: Mapping[str, Any], node: str, gpus: Sequence[PhysicalGpu],
                               mounts=mounts, priority=cfg.priority, core_policy=policy))
     return ClaimPlan(namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
                      uid=str(meta.get("uid", "")), units=tuple(units))
+
+
+def claim_record(plan: ClaimPlan, unit: UnitPlan) -> ClaimRecord:
+    """What the agent reads from the unit's folder: whose claim, which request, its limits."""
+    return ClaimRecord(namespace=plan.namespace, name=plan.name, uid=plan.uid,
+                       request=unit.request,
+                       devices=tuple(ClaimDevice(g.uuid, g.index, lim // MIB, g.cores)
+                                     for g, lim in zip(unit.grants, unit.limits_bytes,
+                                                       strict=True)),
+                       priority=unit.priority, core_policy=unit.core_policy)
 
 
 def cdi_spec(plan: ClaimPlan) -> dict[str, Any]:

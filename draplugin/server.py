@@ -27,8 +27,18 @@ from deviceplugin.regionfiles import write_region
 from deviceplugin.server import Inventory
 from draplugin.api import dra, registration
 from draplugin.checkpoint import Checkpoint, PreparedClaim, PreparedDevice
-from draplugin.core import DRIVER, ClaimError, ClaimPlan, cdi_text, plan_claim, resource_slice
+from draplugin.core import (
+    DRIVER,
+    ClaimError,
+    ClaimPlan,
+    cdi_text,
+    claim_record,
+    plan_claim,
+    resource_slice,
+    same_devices,
+)
 from draplugin.kube import Resources
+from gpuwarden.claims import CLAIM_RECORD, CLAIMS_DIR, encode_claim_record
 from gpuwarden.config import Settings
 
 __all__ = ["DraDriver", "DraOptions"]
@@ -66,7 +76,7 @@ class DraDriver:
         root = Path(settings.region_root)
         # claims' region folders apart from the device plugin's per-container ones
         self.paths = HostPaths(libvgpu=opts.libvgpu, preload_file=str(root / "ld.so.preload"),
-                               region_root=str(root / "claims"), node_dir=str(root / "node"))
+                               region_root=str(root / CLAIMS_DIR), node_dir=str(root / "node"))
         self.checkpoint = Checkpoint(opts.state_dir / "checkpoint.json")
         self.gpus: tuple[PhysicalGpu, ...] = ()
         self.generation = 0
@@ -100,8 +110,8 @@ class DraDriver:
                                   self.opts.driver)
             name = want["metadata"]["name"]
             have = self.resources.get_slice(name)
-            if have is not None and have.get("spec", {}).get("devices") == want["spec"]["devices"] \
-                    and have["spec"].get("nodeName") == self.opts.node:
+            if have is not None and have["spec"].get("nodeName") == self.opts.node and \
+                    same_devices(have["spec"].get("devices"), want["spec"]["devices"]):
                 return False
             if have is not None:
                 self.generation = int(have["spec"]["pool"].get("generation", 0)) + 1
@@ -166,8 +176,11 @@ class DraDriver:
         before; ClaimError naming the claim otherwise, with nothing left behind."""
         with self.lock:
             done = self.checkpoint.claims.get(uid)
-            if done is not None:
+            if done is not None and Path(done.cdi_file).exists() and \
+                    all(Path(d).is_dir() for d in done.region_dirs):
                 return done
+            # not prepared, or its files are gone (the CDI folder is often a tmpfs that a
+            # reboot empties): set it up (again) from the claim
             try:
                 claim = self.resources.get_claim(namespace, name)
             except Exception as err:
@@ -200,6 +213,8 @@ class DraDriver:
                 made += write_region(Path(u.region_dir),
                                      [(g.uuid, lim) for g, lim in
                                       zip(u.grants, u.limits_bytes, strict=True)], cores)
+                (Path(u.region_dir) / CLAIM_RECORD).write_text(
+                    encode_claim_record(claim_record(plan, u)))
             self.opts.cdi_dir.mkdir(parents=True, exist_ok=True)
             tmp = cdi.with_suffix(".tmp")
             tmp.write_text(cdi_text(plan))

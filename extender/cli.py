@@ -72,7 +72,9 @@ def _fail(code: int, message: str) -> int:
 
 def cmd_extender(args: argparse.Namespace) -> int:
     from extender.certs import ReloadingTls, generate
-    from extender.kube import KubeClusterApi
+    from extender.claims import review_claim
+    from extender.kube import ApiError, KubeClusterApi
+    from extender.policyfiles import stamp
     from extender.server import JsonServer
     from extender.service import Extender
     from extender.webhook import review
@@ -129,9 +131,22 @@ def cmd_extender(args: argparse.Namespace) -> int:
         except ValueError as err:
             return _fail(2, str(err))
 
+        def read_pod(namespace: str, name: str) -> Any:
+            try:
+                return ext.api.read_pod(namespace, name)
+            except ApiError as err:
+                if err.status == 404:
+                    return None
+                raise
+
         def answer(mutate: bool) -> Any:
             def route(body: Any) -> Any:
-                result = review(body, ext.policy, settings, ext.capacity, mutate)
+                kind = ((body.get("request") or {}).get("kind") or {}).get("kind") \
+                    if isinstance(body, dict) else None
+                if kind == "ResourceClaim":
+                    result = review_claim(body, ext.policy, settings, read_pod)
+                else:
+                    result = review(body, ext.policy, settings, ext.capacity, mutate)
                 ext.metrics.admissions.labels(
                     result="allowed" if result["response"]["allowed"] else "refused").inc()
                 return result
@@ -147,8 +162,14 @@ def cmd_extender(args: argparse.Namespace) -> int:
 
     stop = threading.Event()
 
-    def reload(*_: Any) -> None:
+    files = list(loaded.files)  # the policy files last loaded, includes too
+    seen = [stamp(args.policy, files)]
+
+    def reload() -> None:
         again = load()
+        if again.files:
+            files[:] = again.files
+        seen[0] = stamp(args.policy, files)
         if again.ok:
             ext.set_policy(again.policy)
             log({"event": "policy_reloaded", "files": list(again.files)})
@@ -158,7 +179,7 @@ def cmd_extender(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    signal.signal(signal.SIGHUP, reload)
+    signal.signal(signal.SIGHUP, lambda *_: reload())
     print(f"gpuwarden extender: {where}; waiting for the node and pod caches", file=sys.stderr,
           flush=True)
     while not stop.wait(0.2):
@@ -168,7 +189,9 @@ def cmd_extender(args: argparse.Namespace) -> int:
             gc.freeze()
             print("gpuwarden extender: ready", file=sys.stderr, flush=True)
             break
-    stop.wait()
+    while not stop.wait(5.0):  # the policy files changed (a ConfigMap update): load them again
+        if args.policy and stamp(args.policy, files) != seen[0]:
+            reload()
     srv.shutdown()
     if hook is not None:
         hook.shutdown()

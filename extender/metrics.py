@@ -71,6 +71,9 @@ class Metrics:
         self.releases = Counter("gpuwarden_extender_releases_total",
                                 "Reservations released (pod deleted or finished, failed bind)",
                                 registry=r)
+        self.nudges = Counter("gpuwarden_extender_nudges_total",
+                              "Waiting pods touched so kube-scheduler retries them after "
+                              "capacity freed", registry=r)
         self.rejections = Counter("gpuwarden_extender_rejections_total",
                                   "Nodes rejected by filter, by reason", ["reason"], registry=r)
         self.admissions = Counter("gpuwarden_webhook_reviews_total",

@@ -32,6 +32,7 @@ from gpuwarden.annotations import (
     HAMI_BIND_PHASE,
     AnnotationError,
     NodeAllocations,
+    NodeInventory,
     assignment_annotations,
     decode_allocations,
     encode_allocations,
@@ -66,6 +67,7 @@ from policy.pods import PodError, workloads_from_manifest
 __all__ = ["Extender", "NodeView"]
 
 TERMINAL = ("Succeeded", "Failed")
+RETRY = "gpuwarden.io/retry"  # touched on waiting pods when capacity frees (Extender.nudge)
 # Misfits that preemption cannot cure: kube-scheduler does not try to evict pods for them.
 UNRESOLVABLE = frozenset({"no_gpus", "gpu_count", "selector", "denied", "unhealthy"})
 BIND_ATTEMPTS = 16
@@ -108,6 +110,12 @@ class NodeView:
             return cls(name, rv, labels, None, allocations,
                        "gpuwarden: the node has no GPUs registered (no gpuwarden.io/node-gpus "
                        "annotation from the device plugin)", policy_key=key)
+        return cls.placed(name, rv, labels, inventory, allocations, key, summaries)
+
+    @classmethod
+    def placed(cls, name: str, rv: str, labels: Mapping[str, str], inventory: NodeInventory,
+               allocations: NodeAllocations, key: tuple[str, tuple[tuple[str, str], ...]],
+               summaries: dict[Summary, Summary] | None = None) -> NodeView:
         state = NodeState(name, inventory, ledger_usage(allocations))
         full = fullness(state)
         summary = node_summary(state)
@@ -118,6 +126,14 @@ class NodeView:
         return cls(name, rv, labels, state, allocations, summary=summary,
                    scores=(round(full * MAX_SCORE), round((1.0 - full) * MAX_SCORE)),
                    policy_key=key)
+
+    def without(self, uid: str, summaries: dict[Summary, Summary] | None = None) -> NodeView:
+        """This view as if the pod's reservation were already released (same resourceVersion:
+        the watch's next version replaces it)."""
+        if self.state is None:
+            return self
+        return NodeView.placed(self.name, self.rv, self.labels, self.state.inventory,
+                               self.allocations.without(uid), self.policy_key, summaries)
 
 
 def _newer(rv: str, than: str) -> bool:
@@ -216,6 +232,12 @@ class Extender:
         node = str((pod.get("spec") or {}).get("nodeName") or "")
         view = self.views.get(node)
         if view is not None and view.allocations.get(uid) is not None:
+            # kube-scheduler retries waiting pods on this very deletion, often before the
+            # release below reaches the API server: filter must already count the slice free
+            # (bind reads the node afresh, so nothing is handed out twice)
+            with self._views_lock:
+                if self.views.get(node) is view:
+                    self.views[node] = view.without(uid, self._summaries)
             self._releases.put((node, uid, "the pod " + ("was deleted" if new is None
                                                          else "finished")))
 
@@ -226,7 +248,8 @@ class Extender:
                 return
             node, uid, why = item
             try:
-                self.release(node, uid, why)
+                if self.release(node, uid, why):
+                    self.nudge()
             except Exception as err:  # the orphan sweep retries
                 self.log({"event": "release_error", "node": node, "uid": uid,
                           "error": str(err)})
@@ -250,6 +273,28 @@ class Extender:
                 if r.uid not in live and now - r.at > ORPHAN_GRACE_S:
                     self.release(view.name, r.uid, "no such pod is running")
                     done += 1
+        return done
+
+    NUDGE_MAX = 100
+
+    def nudge(self) -> int:
+        """Touch the pods waiting for gpuwarden's scheduler after capacity freed: kube-scheduler
+        may keep a pod that only the extender refused among its unschedulable pods for minutes
+        (no plugin of its own asks to retry it), and an update of the pod brings it back."""
+        waiting = [p for p in self.pods.items()
+                   if not (p.get("spec") or {}).get("nodeName")
+                   and (p.get("spec") or {}).get("schedulerName") == self.settings.scheduler_name
+                   and (p.get("status") or {}).get("phase") in (None, "Pending")]
+        stamp = str(int(self.clock() * 1000))
+        done = 0
+        for p in waiting[:self.NUDGE_MAX]:
+            meta = p.get("metadata") or {}
+            with contextlib.suppress(ApiError):
+                self.api.patch_pod_annotations(str(meta.get("namespace", "")),
+                                               str(meta.get("name", "")), {RETRY: stamp})
+                done += 1
+        if done:
+            self.metrics.nudges.inc(done)
         return done
 
     def release(self, node: str, uid: str, why: str) -> bool:
@@ -509,7 +554,7 @@ def _slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     meta = pod.get("metadata") or {}
     return {"metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion")
                          if k in meta},
-            "spec": {"nodeName": (pod.get("spec") or {}).get("nodeName")},
+            "spec": {k: (pod.get("spec") or {}).get(k) for k in ("nodeName", "schedulerName")},
             "status": {"phase": (pod.get("status") or {}).get("phase")}}
 
 

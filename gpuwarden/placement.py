@@ -304,12 +304,15 @@ def _order(devices: Iterable[GpuDevice], used: Mapping[str, Usage], split_count:
     return sorted(devices, key=key)
 
 
-def _place_container(c: ContainerRequest, eligible: Sequence[GpuDevice], refused: Sequence[str],
-                     used: Mapping[str, Usage], split_count: int, policy: SchedulerPolicy,
-                     ) -> tuple[list[GpuDevice], list[str], list[str]]:
+Reason = tuple[int, str]  # (GPU index, what it lacks)
+
+
+def _place_container(c: ContainerRequest, eligible: Sequence[GpuDevice],
+                     refused: Sequence[Reason], used: Mapping[str, Usage], split_count: int,
+                     policy: SchedulerPolicy) -> tuple[list[GpuDevice], list[Reason], list[str]]:
     """The GPUs for one container; when too few fit, the reasons of each one that did not."""
     chosen: list[GpuDevice] = []
-    reasons: list[str] = list(refused)
+    reasons: list[Reason] = list(refused)
     kinds: list[str] = []
     for d in _order(eligible, used, split_count, policy):
         lack = _lacks(d, used.get(d.uuid, Usage()), c, split_count)
@@ -318,13 +321,32 @@ def _place_container(c: ContainerRequest, eligible: Sequence[GpuDevice], refused
                 chosen.append(d)
         else:
             kinds.append(lack[0])
-            reasons.append(f"GPU{d.index} {lack[1]}")
+            reasons.append((d.index, lack[1]))
     return chosen, reasons, kinds
 
 
-def _summary(reasons: Sequence[str], limit: int = 8) -> str:
-    shown = "; ".join(reasons[:limit])
-    return shown + (f"; and {len(reasons) - limit} more" if len(reasons) > limit else "")
+def _summary(reasons: Sequence[Reason], limit: int = 8) -> str:
+    """GPUs lacking the same thing share one entry: `GPU0-3,6 20480MiB free, needs ...`."""
+    groups: dict[str, list[int]] = {}
+    for index, text in sorted(reasons):
+        groups.setdefault(text, []).append(index)
+    parts = [f"GPU{_ranges(ix)} {text}" for text, ix in groups.items()]
+    shown = "; ".join(parts[:limit])
+    return shown + (f"; and {len(parts) - limit} more" if len(parts) > limit else "")
+
+
+def _ranges(indices: Sequence[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2,5"."""
+    out: list[str] = []
+    start = prev = indices[0]
+    for i in [*indices[1:], None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if i is not None:
+            start = prev = i
+    return ",".join(out)
 
 
 def fit(node: NodeState, pod: PodRequest) -> Fit | Misfit:
@@ -333,7 +355,7 @@ def fit(node: NodeState, pod: PodRequest) -> Fit | Misfit:
     if not inv.devices:
         return Misfit(node.name, "gpuwarden: the node has no GPUs registered", ("no_gpus",))
     eligible: list[GpuDevice] = []
-    refused: list[str] = []
+    refused: list[Reason] = []
     refused_kinds: list[str] = []
     for d in sorted(inv.devices, key=lambda d: d.index):
         why = None if d.healthy else "unhealthy"
@@ -342,7 +364,7 @@ def fit(node: NodeState, pod: PodRequest) -> Fit | Misfit:
         if why is None:
             eligible.append(d)
         else:
-            refused.append(f"GPU{d.index} {why}")
+            refused.append((d.index, why))
             refused_kinds.append("unhealthy" if why == "unhealthy" else "selector")
     base = dict(node.used)
     apps = dict(base)

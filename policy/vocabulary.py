@@ -76,7 +76,7 @@ def _unit(fn: Callable[[str], object], v: ast.Value) -> object:
 
 def _word(v: ast.Value, key: str, choices: Sequence[str]) -> str:
     word = v.string if v.kind in ("word", "number") else None
-    if word in choices:
+    if word is not None and word in choices:
         return word
     guess = closest(v.string, choices) if v.kind == "word" else None
     hint = (f"did you mean `{guess}`? " if guess else "") + "valid: " + " | ".join(choices)
@@ -351,6 +351,7 @@ _PARSED: dict[tuple[str, str, tuple[tuple[str, str], ...]], Parsed] = {}
 def parse_setting(block: str, key: str, values: Sequence[ast.Value], where: Span) -> Parsed:
     """Parse a setting's words.  Valid results are memoised by their text (large policies
     repeat the same few values thousands of times); errors are not, as they carry places."""
+    memo: tuple[str, str, tuple[tuple[str, str], ...]]
     if len(values) == 1:
         memo = (block, key, ((values[0].kind, values[0].text),))
     else:

@@ -14,6 +14,7 @@ fi
 echo "== ruff"; ruff check .
 echo "== import contracts"; lint-imports
 echo "== mypy (device plugin, settings)"; mypy deviceplugin gpuwarden/config.py
+echo "== mypy (DRA driver, claim records)"; mypy draplugin gpuwarden/claims.py
 echo "== mypy (extender, placement, annotations; the policy package it reads is not typed clean yet)"
 mypy --follow-imports=silent extender gpuwarden/placement.py gpuwarden/annotations.py gpuwarden/informer.py
 echo "== mypy (reliability: region, control socket, reload, ledger, decide, flag types)"

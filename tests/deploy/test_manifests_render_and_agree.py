@@ -100,7 +100,12 @@ def test_the_settings_configmap_loads():
     cm = find("ConfigMap", "gpuwarden-settings")
     s = parse_settings(cm["data"]["config.yaml"], "gpuwarden-settings/config.yaml")
     assert s.scheduler_name == "gpuwarden-scheduler"
-    assert s.region_root == "/var/lib/gpuwarden/containers"
+    # the agent looks for the regions where the device plugin makes them
+    pod = find("DaemonSet", "gpuwarden-node")["spec"]["template"]["spec"]
+    agent = next(c for c in pod["containers"] if c["name"] == "agent")
+    assert f"--regions-root={s.region_root}" in agent["args"]
+    mounts = {m["mountPath"] for m in agent["volumeMounts"]}
+    assert any(s.region_root.startswith(m + "/") for m in mounts)
 
 
 def test_the_scheduler_sends_our_resources_to_the_extender():

@@ -7,16 +7,27 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-from fakes import NODE, UUIDS, FakeResources, claim, result, short_dir, two_gpus
+from fakes import (
+    NODE,
+    UUIDS,
+    FakeInventory,
+    FakeResources,
+    claim,
+    result,
+    short_dir,
+    two_gpus,
+)
 from testbed import wait_for
 
 from draplugin.api import dra, registration
 from draplugin.server import DraDriver, DraOptions
+from gpuwarden.claims import decode_claim_record
 from gpuwarden.config import Settings
 from libvgpu.region import Region
 
@@ -107,6 +118,9 @@ def test_prepare_writes_region_and_cdi_spec_and_is_idempotent(bed) -> None:
     with Region.open(region) as reg:
         d = reg.snapshot().device(UUIDS[1])
     assert d.limit_bytes == 1024 * MIB
+    record = decode_claim_record((region.parent / "claim.json").read_text(), "claim.json")
+    assert (record.namespace, record.name, record.request, record.devices[0].memory_mib) == (
+        "ns", "c1", "gpu", 1024)
     spec = json.loads((b.opts.cdi_dir / "gpuwarden.io-claim_uid-1.json").read_text())
     assert spec["devices"][0]["name"] == "uid-1_gpu"
     # the kubelet may call again (e.g. after its own restart): the same answer, nothing new
@@ -156,3 +170,37 @@ def test_stop_removes_the_sockets(bed) -> None:
     driver = b.start()
     driver.stop()
     assert not b.opts.registry_socket.exists() and not b.opts.plugin_socket.exists()
+
+
+def test_a_gpu_turning_unhealthy_is_republished_with_a_new_pool_generation(bed) -> None:
+    b = bed()
+    driver = b.start()
+    b.register()
+    name = f"{NODE}-gpuwarden-io"
+    wait_for(lambda: b.resources.slices.get(name), 5, "the slice")
+    inv = driver.inventory
+    assert isinstance(inv, FakeInventory)
+    inv.gpus = (inv.gpus[0], replace(inv.gpus[1], healthy=False, why_unhealthy="XID 79"))
+
+    def republished() -> dict | None:
+        s = b.resources.slices[name]
+        return s if s["spec"]["devices"][1]["attributes"]["healthy"] == {"bool": False} else None
+
+    sl = wait_for(republished, 5, "the slice with gpu-1 unhealthy")
+    assert sl["spec"]["pool"]["generation"] == 1
+    assert sl["spec"]["devices"][0]["attributes"]["healthy"] == {"bool": True}
+    # a claim on the unhealthy GPU is refused, naming the GPU and why
+    b.resources.claims[("ns", "c")] = claim("c", "u", [result("gpu-1")])
+    err = b.call("NodePrepareResources", ("ns", "c", "u")).claims["u"].error
+    assert f"device gpu-1 ({UUIDS[1]}) is unhealthy: XID 79" in err
+
+
+def test_a_prepared_claim_whose_files_are_gone_is_set_up_again(bed) -> None:
+    b = bed()
+    b.resources.claims[("ns", "c1")] = claim("c1", "uid-1", [result()])
+    b.start()
+    first = b.call("NodePrepareResources", ("ns", "c1", "uid-1")).claims["uid-1"]
+    cdi = b.opts.cdi_dir / "gpuwarden.io-claim_uid-1.json"
+    cdi.unlink()  # a reboot emptied the CDI folder (a tmpfs); the checkpoint survived
+    again = b.call("NodePrepareResources", ("ns", "c1", "uid-1")).claims["uid-1"]
+    assert again == first and cdi.exists()

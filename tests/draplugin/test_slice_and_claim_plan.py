@@ -3,6 +3,7 @@ allocation turns into (limits, env, mounts, region folder, CDI spec)."""
 
 from __future__ import annotations
 
+import copy
 from fractions import Fraction
 
 import pytest
@@ -12,11 +13,12 @@ from deviceplugin.allocation import CONTAINER_PRELOAD, HostPaths
 from draplugin.core import (
     ClaimError,
     cdi_spec,
-    parse_quantity,
     plan_claim,
     resource_slice,
+    same_devices,
 )
 from gpuwarden.config import Settings
+from gpuwarden.quantity import parse_quantity
 
 GIB = 1 << 30
 PATHS = HostPaths(libvgpu="/opt/gw/libvgpu.so", preload_file="/r/ld.so.preload",
@@ -141,3 +143,12 @@ def test_an_unallocated_claim_is_refused() -> None:
     c["status"] = {}
     with pytest.raises(ClaimError, match="claim ns/c is not allocated"):
         plan_claim(c, NODE, two_gpus().gpus, Settings(), PATHS)
+
+
+def test_a_slice_read_back_in_canonical_quantities_is_the_same() -> None:
+    want = resource_slice(NODE, two_gpus().gpus, Settings(), 1)["spec"]["devices"]
+    back = copy.deepcopy(want)
+    back[0]["capacity"]["memory"]["value"] = "80Gi"  # the API server's form of 81920Mi
+    assert same_devices(back, want)
+    back[0]["attributes"]["healthy"] = {"bool": False}
+    assert not same_devices(back, want)

@@ -77,13 +77,14 @@ class GpuCluster:
 
 
 def start_extender(kubeconfig: Path, port: int, log: Path, *extra: str,
+                   policy: Path = REPO / "examples" / "policies",
                    timeout: float = 60.0) -> subprocess.Popen[bytes]:
-    """A `gpuwarden extender` process with the examples policy; returns once it is ready."""
+    """A `gpuwarden extender` process (the examples policy by default); returns once ready."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "gpuwarden", "extender", "--kubeconfig", str(kubeconfig),
-             "--port", str(port), "--policy", str(REPO / "examples" / "policies"), *extra],
+             "--port", str(port), "--policy", str(policy), *extra],
             cwd=REPO, env=env, stdout=out, stderr=out)
     deadline = time.monotonic() + timeout
     while "gpuwarden extender: ready" not in log.read_text():

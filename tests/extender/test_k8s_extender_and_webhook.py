@@ -36,14 +36,25 @@ REPO = Path(__file__).resolve().parents[2]
 H200_MIB = 143771
 
 
-def wait(pred: Callable[[], Any], timeout: float, what: str) -> Any:
+def wait(pred: Callable[[], Any], timeout: float, what: str,
+         detail: Callable[[], str] | None = None) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         got = pred()
         if got:
             return got
         time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}"
+                         + (f"\n{detail()}" if detail else ""))
+
+
+def story(cluster: GpuCluster, ns: str, pod: str) -> str:
+    """What a failed wait shows: the pod's events and the extender's last log lines."""
+    v1 = client.CoreV1Api(cluster.api)
+    events = v1.list_namespaced_event(ns, field_selector=f"involvedObject.name={pod}").items
+    lines = [f"{e.last_timestamp or e.event_time} {e.reason}: {e.message}" for e in events]
+    return ("events of " + pod + ":\n  " + "\n  ".join(lines) + "\nextender log:\n"
+            + "\n".join(cluster.log.read_text().splitlines()[-15:]))
 
 
 def namespace(api: Any, name: str) -> str:
@@ -204,7 +215,8 @@ def test_unfit_pod_waits_with_the_reason_and_schedules_when_capacity_frees(
         doc["metadata"]["namespace"] = ns
         apply(api, doc)
         if name == "first":
-            wait(lambda: bound(api, ns, 1), 60, "the first pod bound")
+            wait(lambda: bound(api, ns, 1), 90, "the first pod bound",
+                 lambda: story(gpu_cluster, ns, "first"))
     reason = "tiny: gpuwarden: container main needs 1 GPU with 8000MiB, 0 fit: GPU0 2000MiB " \
         "free, needs 8000MiB (6000 short)"
 
@@ -213,12 +225,14 @@ def test_unfit_pod_waits_with_the_reason_and_schedules_when_capacity_frees(
         return any(e.reason == "FailedScheduling" and "GPU0 2000MiB free, needs 8000MiB"
                    in (e.message or "") for e in events.items)
 
-    wait(explained, 60, f"a FailedScheduling event of the second pod saying {reason!r}")
+    wait(explained, 90, f"a FailedScheduling event of the second pod saying {reason!r}",
+         lambda: story(gpu_cluster, ns, "second"))
     assert v1.read_namespaced_pod("second", ns).spec.node_name is None
     v1.delete_namespaced_pod("first", ns, grace_period_seconds=0)  # no kubelet to confirm
     started = time.monotonic()
-    wait(lambda: v1.read_namespaced_pod("second", ns).spec.node_name == "tiny", 60,
-         "the second pod bound once the first was deleted")
+    wait(lambda: v1.read_namespaced_pod("second", ns).spec.node_name == "tiny", 90,
+         "the second pod bound once the first was deleted",
+         lambda: story(gpu_cluster, ns, "second"))
     elapsed = time.monotonic() - started
     print(f"pending pod bound {elapsed:.1f}s after the deletion")
     assert elapsed < 30
@@ -347,3 +361,41 @@ def test_two_extender_replicas_binding_at_once_never_share_a_slice(
               "(409) and retried")
     finally:
         stop(second)
+
+
+def test_an_edited_policy_file_is_applied_without_a_restart(
+        gpu_cluster: GpuCluster, tmp_path: Path) -> None:
+    from testbed.procs import free_ports
+
+    folder = tmp_path / "policy"
+    folder.mkdir()
+    (folder / "p.gwp").write_text('version 1\n\ndefaults {\n  gpumem = 1000MiB\n}\n')
+    gpu_cluster.add_gpu_node("reload", gpus=1, memory_mib=81920)
+    (port,) = free_ports(1)
+    replica = start_extender(gpu_cluster.cp.admin_kubeconfig, port, tmp_path / "r.log",
+                             policy=folder)
+    try:
+        pod = {"metadata": {"name": "p", "namespace": "labs", "uid": "u", "annotations": {}},
+               "spec": {"containers": [{"name": "c", "resources": {"limits": {
+                   "nvidia.com/gpu": "1"}}}]}}
+
+        def filtered() -> dict[str, Any]:
+            body = json.dumps({"Pod": pod, "NodeNames": ["reload"]}).encode()
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/filter", data=body)
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return dict(json.loads(r.read()))
+
+        wait(lambda: filtered()["NodeNames"] == ["reload"], 30, "the node known, the pod fit")
+        (folder / "p.gwp").write_text(
+            'version 1\n\ndefaults {\n  gpumem = 1000MiB\n}\n\nrule "labs" {\n'
+            '  match namespace == "labs"\n  deny "labs are closed"\n}\n')
+        started = time.monotonic()
+        wait(lambda: "labs are closed" in str(filtered()["FailedAndUnresolvableNodes"]), 30,
+             "the edited policy applied", lambda: (tmp_path / "r.log").read_text())
+        print(f"policy edit applied {time.monotonic() - started:.1f}s after the write")
+        (folder / "p.gwp").write_text("version 1\n\nrule {")  # broken: the last good one stays
+        wait(lambda: "policy_reload_failed" in (tmp_path / "r.log").read_text(), 30,
+             "the broken policy refused")
+        assert "labs are closed" in str(filtered()["FailedAndUnresolvableNodes"])
+    finally:
+        stop(replica)

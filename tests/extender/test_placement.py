@@ -113,8 +113,7 @@ def test_four_60gib_workloads_on_two_80gib_gpus_admit_two_and_explain_the_third(
     third = misfit(fit(n, want))
     assert third.kinds == ("memory",)
     assert third.reason == ("gpuwarden: container c0 needs 1 GPU with 61440MiB, 0 fit: "
-                            "GPU0 20480MiB free, needs 61440MiB (40960 short); "
-                            "GPU1 20480MiB free, needs 61440MiB (40960 short)")
+                            "GPU0-1 20480MiB free, needs 61440MiB (40960 short)")
 
 
 @pytest.mark.parametrize(("used", "ask", "kind", "text"), [
@@ -161,11 +160,11 @@ def test_a_node_without_gpus_is_rejected_as_such() -> None:
 
 
 @pytest.mark.parametrize(("annotations", "fits", "reason"), [
-    ({"nvidia.com/use-gputype": "a100,h100"}, [], "GPU0 type 'NVIDIA H200' is not in"),
+    ({"nvidia.com/use-gputype": "a100,h100"}, [], "GPU0-1 type 'NVIDIA H200' is not in"),
     ({"nvidia.com/use-gputype": "H200"}, [0], ""),
     ({"nvidia.com/nouse-gputype": "h200"}, [], "is excluded by nvidia.com/nouse-gputype"),
     ({"nvidia.com/use-gpuuuid": "GPU-n-1"}, [1], ""),
-    ({"nvidia.com/nouse-gpuuuid": "GPU-n-0, GPU-n-1"}, [], "GPU1 excluded by"),
+    ({"nvidia.com/nouse-gpuuuid": "GPU-n-0, GPU-n-1"}, [], "GPU0-1 excluded by"),
 ])
 def test_type_and_uuid_selectors(annotations: Mapping[str, str], fits: list[int],
                                  reason: str) -> None:
@@ -266,3 +265,14 @@ def test_pods_without_gpu_containers_want_no_gpu() -> None:
     doc = {"kind": "Pod", "metadata": {"name": "p", "annotations": {}},
            "spec": {"containers": [{"name": "web"}]}}
     assert not planner(doc).wants_gpu
+
+
+def test_gpus_lacking_the_same_thing_share_one_entry() -> None:
+    used = {i: Usage(70 * GIB, 0, 1) for i in (0, 1, 2, 5)} | {3: Usage(0, 100, 1),
+                                                              4: Usage(0, 0, 10)}
+    n = node("n", *([80 * GIB] * 7), used=used, unhealthy=[6])
+    result = misfit(fit(n, request({"gpumem": 20 * GIB})))
+    assert result.reason == (
+        "gpuwarden: container c0 needs 1 GPU with 20480MiB, 0 fit: GPU0-2,5 10240MiB free, "
+        "needs 20480MiB (10240 short); GPU3 its compute is fully given out; GPU4 all 10 slices "
+        "taken; GPU6 unhealthy")

@@ -30,9 +30,9 @@ def test_a_pod_is_read_once_per_version_and_again_after_a_node_label_change(monk
     reads = []
     real = cluster.pod_containers
 
-    def counting(p, labels, root, names):
+    def counting(p, labels, root, names, claims=None):
         reads.append((p["metadata"]["resourceVersion"], dict(labels)))
-        return real(p, labels, root, names)
+        return real(p, labels, root, names, claims)
 
     monkeypatch.setattr(cluster, "pod_containers", counting)
     pods = Fixed([pod("1")])

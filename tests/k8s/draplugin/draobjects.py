@@ -12,10 +12,11 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from draplugin.core import parse_quantity
+from gpuwarden.quantity import parse_quantity
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "examples" / "dra"
+DEPLOY_DRA = REPO / "deploy" / "dra"
 GROUP, V = "resource.k8s.io", "v1"
 
 
@@ -23,14 +24,14 @@ def objects(api: Any) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(api)
 
 
-def examples(name: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all((EXAMPLES / name).read_text()) if d]
+def examples(name: str, folder: Path = EXAMPLES) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((folder / name).read_text()) if d]
 
 
 def create_classes(api: Any) -> list[str]:
-    """The example DeviceClasses (those that exist already are kept); the names made."""
+    """The DeviceClasses of deploy/dra (those that exist already are kept); the names made."""
     made = []
-    for doc in examples("deviceclasses.yaml"):
+    for doc in examples("deviceclasses.yaml", DEPLOY_DRA):
         try:
             objects(api).create_cluster_custom_object(GROUP, V, "deviceclasses", doc)
             made.append(doc["metadata"]["name"])

@@ -2,7 +2,9 @@
 controller-manager, on the simulated GPU (2 devices of 8 GiB): it registers and publishes its
 ResourceSlice; pods whose claims (from examples/dra) ask 1 GiB / 10 % start with that slice and
 get an ordinary out-of-memory error beyond it; a burst of claims never over-allocates a GPU;
-a deleted pod's claim is unprepared and a pending pod starts.
+a deleted pod's claim is unprepared and a pending pod starts; restarts of the kubelet and of
+the driver keep slices; the agent adopts a claim's container, and (eBPF) kills a process that
+allocates around libvgpu in it at its slice.
 
 The simulated driver's libraries and state folder reach the containers through the driver's
 --driver-mount, as a node's NVIDIA container runtime would bring the real ones; libvgpu, the
@@ -11,6 +13,7 @@ limits and the region arrive through the CDI spec the driver writes for each cla
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -35,7 +38,7 @@ from draobjects import (
 from testbed import images, wait_for
 from testbed.kube import core, pod_manifest, wait_pod_phase
 
-from draplugin.core import parse_quantity
+from gpuwarden.quantity import parse_quantity
 from libvgpu.paths import shim_path, sim_lib_dir
 from libvgpu.region import Region
 from libvgpu.sim import sim_env
@@ -44,6 +47,7 @@ pytestmark = pytest.mark.k8s
 
 REPO = Path(__file__).resolve().parents[3]
 PROBE_C = REPO / "tests" / "k8s" / "deviceplugin" / "slice_probe.c"
+AROUND_C = REPO / "tests" / "e2e" / "progs" / "alloc_around_shim.c"
 MIB, GIB = 1 << 20, 1 << 30
 GROUP, V = "resource.k8s.io", "v1"
 
@@ -114,6 +118,45 @@ def driver(k8s_api: Any, k8s_node: Any, sim: dict[str, str], classes: None,
         yield p
     finally:
         p.stop()
+
+
+AGENT_POLICY = """version 1
+
+defaults {
+  gpumem = 4GiB
+  mode = audit
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def agent(k8s_node: Any, sim: dict[str, str], driver: DriverProc,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The node agent in cluster mode over the driver's region root; yields its audit log."""
+    d = tmp_path_factory.mktemp("agent")
+    (d / "policy.gwp").write_text(AGENT_POLICY)
+    err = (d / "agent.log").open("ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuwarden", "agent", "--kubernetes", "--node", k8s_node.name,
+         "--kubeconfig", str(k8s_node.cp.admin_kubeconfig), "--regions-root",
+         str(driver.regions), "--state-dir", str(d / "state"), "--policy",
+         str(d / "policy.gwp"), "--no-ebpf", "--quiet"],
+        env=sim, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO)
+    try:
+        wait_for(lambda: "ready;" in (d / "agent.log").read_text() or proc.poll() is not None,
+                 60, "the agent starting")
+        assert proc.poll() is None, (d / "agent.log").read_text()
+        yield d / "state" / "audit.jsonl"
+    finally:
+        proc.terminate()
+        proc.wait(15)
+        err.close()
+
+
+def audit_event(path: Path, pred: Any) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    return next((e for e in map(json.loads, path.read_text().splitlines()) if pred(e)), None)
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +271,7 @@ def test_a_kubelet_restart_wipes_the_slice_and_the_driver_publishes_it_again(
 
 
 def test_a_driver_restart_keeps_running_pods_confined_and_unprepares_them_later(
-        k8s_api, k8s_node, k8s_namespace, driver, probe_image, sim) -> None:
+        k8s_api, k8s_node, k8s_namespace, driver, agent, probe_image, sim) -> None:
     tpl = template(k8s_api, k8s_namespace, "gpu-700m", memory="700Mi", cores="0")
     core(k8s_api).create_namespaced_pod(k8s_namespace, claim_pod(
         "holder", k8s_node.name, probe_image, tpl,
@@ -242,6 +285,12 @@ def test_a_driver_restart_keeps_running_pods_confined_and_unprepares_them_later(
             return r.snapshot().devices[0].used_bytes >= 300 * MIB
 
     wait_for(holding, 60, "the holder's allocation counted in its claim's region")
+    # the agent adopts the claim's container with its region and the claim's 700 MiB as limit
+    adopted = wait_for(lambda: audit_event(agent, lambda e: e.get("event") == "workload_adopted"
+                                           and e["workload"]["pod"] == "holder"), 60,
+                       "the agent adopting the holder's container")
+    assert (adopted["region"], adopted["region_error"]) == (str(region), None), adopted
+    assert adopted["memory_limit_bytes"] == 700 * MIB, adopted
     assert driver.stop() == 0
     driver.start()
     wait_for(lambda: "serving" in driver.text().rsplit("stopped", 1)[-1], 60,
@@ -255,9 +304,67 @@ def test_a_driver_restart_keeps_running_pods_confined_and_unprepares_them_later(
     wait_for(lambda: not region.parent.exists(), 90, "the claim unprepared after the restart")
 
 
+KILL_POLICY = """version 1
+
+defaults {
+  gpumem = 1GiB
+  on_violation = kill after 0s alert "SliceViolation" severity critical
+  bypass_tolerance = 768MiB
+}
+"""
+
+
+@pytest.mark.bpf
+def test_a_process_allocating_around_libvgpu_in_a_claim_is_killed_at_its_slice(
+        k8s_api, k8s_node, k8s_namespace, driver, sim, tmp_path) -> None:
+    """The agent (eBPF on) judges a DRA container by its claim: 640 MiB through the shim, then
+    960 MiB around it on a 1 GiB claim, and the allocation that passes the slice never
+    returns."""
+    exe = tmp_path / "alloc_around_shim"
+    subprocess.run(["cc", "-std=c11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror",
+                    f"-I{REPO / 'libvgpu' / 'include'}", str(AROUND_C), "-ldl", "-o", str(exe)],
+                   check=True)
+    image = k8s_node.import_image(images.build_image(
+        tmp_path / "img", "gpuwarden.test/dra-around:1", {"/app/around": exe}))
+    (tmp_path / "policy.gwp").write_text(KILL_POLICY)
+    state = tmp_path / "agent"
+    err = (tmp_path / "agent.log").open("ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuwarden", "agent", "--kubernetes", "--node", k8s_node.name,
+         "--kubeconfig", str(k8s_node.cp.admin_kubeconfig), "--regions-root",
+         str(driver.regions), "--state-dir", str(state), "--policy",
+         str(tmp_path / "policy.gwp"), "--metrics-port", "0", "--quiet"],
+        env=sim, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO)
+    try:
+        wait_for(lambda: "ready;" in (tmp_path / "agent.log").read_text()
+                 or proc.poll() is not None, 90, "the agent (eBPF) starting")
+        assert proc.poll() is None, (tmp_path / "agent.log").read_text()
+        tpl = template(k8s_api, k8s_namespace, "gpu-1g", memory="1Gi", cores="0")
+        core(k8s_api).create_namespaced_pod(k8s_namespace, claim_pod(
+            "around", k8s_node.name, image, tpl,
+            ["sh", "-c", "sleep 2; exec /app/around 640 960 5000"], sim))
+        done = wait_pod_phase(k8s_api, k8s_namespace, "around", timeout=120)
+        out = k8s_node.container_log(done)
+        term = done.status.container_statuses[0].state.terminated
+        assert term.exit_code == 137 and "holding" not in out, (term, out)
+        audit = state / "audit.jsonl"
+        kk = wait_for(lambda: audit_event(audit, lambda e: e.get("action") == "kernel_kill"),
+                      30, "the agent's audit record of the kill")
+        assert kk["workload"]["pod"] == "around", kk
+    finally:
+        proc.terminate()
+        proc.wait(15)
+        err.close()
+
+
 def test_sigterm_stops_the_driver_and_removes_its_sockets(k8s_node, driver) -> None:
     reg = k8s_node.kubelet_root / "plugins_registry" / "gpuwarden.io-reg.sock"
     assert reg.is_socket()
     assert driver.stop() == 0, driver.text()
     assert not reg.exists()
+    # the slice was written after registrations (and a kubelet's wipe), never over and over
+    # (the API server returns quantities in canonical form: 8192Mi as 8Gi)
+    text = driver.text()
+    assert text.count("published ResourceSlice") < text.count("registered with the kubelet") + 3
+
     assert driver.text().rstrip().endswith("stopped")
