@@ -22,8 +22,6 @@ class Resources(Protocol):
         """Create (resource_version None) or replace the slice."""
         ...
 
-    def delete_slice(self, name: str) -> None: ...
-
 
 class KubeResources:
     def __init__(self, kubeconfig: str | None = None) -> None:
@@ -68,10 +66,3 @@ class KubeResources:
             body["metadata"] = {**body["metadata"], "resourceVersion": resource_version}
             self.objects.replace_cluster_custom_object(GROUP, VERSION, "resourceslices",
                                                        body["metadata"]["name"], body)
-
-    def delete_slice(self, name: str) -> None:
-        try:
-            self.objects.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", name)
-        except Exception as err:
-            if not self._missing(err):
-                raise

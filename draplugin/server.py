@@ -13,7 +13,7 @@ import os
 import shutil
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
@@ -317,10 +317,10 @@ class DraDriver:
                 except Exception as err:
                     self.log(f"cannot publish the ResourceSlice of node {self.opts.node}: {err}")
 
-    def stop(self, withdraw: bool = False) -> None:
+    def stop(self) -> None:
         """Stop serving and remove our sockets; prepared claims stay (the checkpoint, regions
-        and CDI specs keep running pods working across a restart). `withdraw` also deletes
-        the node's slice (an uninstall)."""
+        and CDI specs keep running pods working across a restart). The slice stays too: the
+        kubelet deletes it when the driver stays unregistered."""
         self.stopping.set()
         self.wake.set()
         for s in self.servers:
@@ -328,11 +328,3 @@ class DraDriver:
         for sock in (self.opts.registry_socket, self.opts.plugin_socket):
             with contextlib.suppress(FileNotFoundError):
                 sock.unlink()
-        if withdraw:
-            name = resource_slice(self.opts.node, (), self.settings, 0,
-                                  self.opts.driver)["metadata"]["name"]
-            with contextlib.suppress(Exception):
-                self.resources.delete_slice(name)
-
-    def prepared_claims(self) -> Sequence[PreparedClaim]:
-        return tuple(self.checkpoint.claims.values())

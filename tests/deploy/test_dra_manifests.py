@@ -59,7 +59,7 @@ def test_rbac_grants_what_the_driver_calls() -> None:
     grants = {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
     assert {g for g in grants if g[0].startswith("resource")} == {
         ("resourceclaims", "get"), ("resourceslices", "get"), ("resourceslices", "create"),
-        ("resourceslices", "update"), ("resourceslices", "delete")}
+        ("resourceslices", "update")}
     # the agent's: its node's pods and Node, Events on pods; nothing more
     assert {g for g in grants if not g[0].startswith("resource")} == {
         ("pods", "get"), ("pods", "list"), ("pods", "watch"), ("nodes", "get"),

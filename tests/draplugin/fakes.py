@@ -64,9 +64,6 @@ class FakeResources:
         new["metadata"] = {**new["metadata"], "resourceVersion": str(self.version)}
         self.slices[name] = new
 
-    def delete_slice(self, name: str) -> None:
-        self.slices.pop(name, None)
-
 
 def claim(name: str, uid: str, results: Sequence[Mapping[str, Any]],
           config: Sequence[Mapping[str, Any]] = (), namespace: str = "ns") -> dict[str, Any]:
