@@ -15,10 +15,26 @@ per machine at a time (its device-plugin folder is fixed): `Node` holds a file l
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from testbed.assets import Assets, assets_unavailable_reason
-from testbed.controlplane import ControlPlane
-from testbed.node import Node
 from testbed.procs import StartupError, wait_for
+
+if TYPE_CHECKING:
+    from testbed.controlplane import ControlPlane
+    from testbed.node import Node
+
+# The cluster classes need the `kubernetes` client; they load on first use, so that importing
+# this package for `wait_for` or the assets check (every conftest does) works on a host without
+# it (the GPU host runs the `gpu` tests with only what they need).
+_LAZY = {"ControlPlane": "testbed.controlplane", "Node": "testbed.node"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'testbed' has no attribute {name!r}")
 
 __all__ = ["Assets", "ControlPlane", "Node", "StartupError", "assets_unavailable_reason",
            "wait_for"]
