@@ -61,8 +61,10 @@ def _s(v: Any) -> str:
 class NvmlSampler:
     def __init__(self, lib: ModuleType | Any | None = None) -> None:
         if lib is None:
-            import pynvml as lib
-        self.nv = lib
+            import pynvml
+
+            lib = pynvml
+        self.nv: Any = lib  # pynvml or a test's fake: NVML's functions, untyped either way
         self.devices: list[Device] = []
         self._last_seen: dict[GpuUuid, int] = {}
         self.rejected_total = 0

@@ -57,11 +57,11 @@ class ProcessTable:
         (pid + start time, so a reused PID is not taken), then by ancestry."""
         known = set(known)
         for info in procs.values():
-            if info.marker in known:
-                self.attach(info.pid, info.marker, info.start_time)  # type: ignore[arg-type]
+            if info.marker is not None and info.marker in known:
+                self.attach(info.pid, info.marker, info.start_time)
         for wid, (pid, st) in (roots or {}).items():
-            info = procs.get(pid)
-            if wid in known and info is not None and info.start_time == st:
+            root = procs.get(pid)
+            if wid in known and root is not None and root.start_time == st:
                 self.attach(pid, wid, st)
         changed = True
         while changed:  # children of attributed processes, to any depth
