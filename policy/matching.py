@@ -237,7 +237,7 @@ def _literal(expr: ast.Compare | ast.In | ast.Has, negate: bool) -> Literal:
 
 
 _new_tuple = tuple.__new__  # a Literal without the named tuple's Python-level __new__
-_LEAF_TYPES = frozenset((ast.Compare, ast.In, ast.Has))
+_LEAF_TYPES = (ast.Compare, ast.In, ast.Has)
 
 
 def dnf(expr: ast.Expr | None, negate: bool = False) -> list[Conjunct] | None:
@@ -249,11 +249,9 @@ def dnf(expr: ast.Expr | None, negate: bool = False) -> list[Conjunct] | None:
         return dnf(expr.operand, not negate)  # type: ignore[union-attr]
     if kind is ast.And and not negate:
         items = expr.items  # type: ignore[union-attr]
-        for e in items:
-            if type(e) not in _LEAF_TYPES:
-                break
-        else:
-            return [frozenset([_literal(e, False) for e in items])]  # the common case
+        leaves = [e for e in items if isinstance(e, _LEAF_TYPES)]
+        if len(leaves) == len(items):
+            return [frozenset([_literal(e, False) for e in leaves])]  # the common case
     if kind is ast.And or kind is ast.Or:
         parts = [dnf(e, negate) for e in expr.items]  # type: ignore[union-attr]
         if any(p is None for p in parts):
@@ -385,8 +383,7 @@ def index_keys(conjuncts: list[Conjunct]) -> tuple[str, list[tuple[str | None, s
     A rule is indexable under a field when every satisfiable conjunct pins that field to a
     finite set of values; otherwise it goes to the scan list (None).
     """
-    live = [(c, _facts(c)) for c in conjuncts]
-    live = [(c, f) for c, f in live if f is not None]
+    live = [(c, found) for c in conjuncts if (found := _facts(c)) is not None]
     if not live:
         return None
     ns: list[tuple[str | None, str]] = []

@@ -6,7 +6,7 @@ import functools
 import re
 import threading
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 from lark import Lark, Token, Transformer
 from lark.exceptions import (
@@ -138,7 +138,8 @@ def _parse_once(source: str, file: str,
     try:
         with _LOCK:  # the builder carries the file name of the parse in progress
             builder.file = file
-            return lark.parse(source), None
+            # the builder runs inline (LALR), so parse returns `start`'s list, not a Tree
+            return cast(list[ast.Item], lark.parse(source)), None
     except UnexpectedInput as err:
         return None, _convert(err, source, file, lines)
     except LarkError as err:  # any other Lark failure still gets a code and a place
@@ -288,7 +289,7 @@ def _convert(err: UnexpectedInput, source: str, file: str, lines: list[str]) -> 
         return _diag("GW001", span, f"unexpected character {shown}", lines,
                      hint=f"expected {_expected(err.allowed)}" if err.allowed else None)
 
-    if token is not None and not at_eof:
+    if isinstance(err, UnexpectedToken) and token is not None and not at_eof:
         # A misspelt keyword at the start of a statement parses as a setting name and fails
         # on the next word; say what the word was meant to be.
         if word is not None and word[1] <= col and token.type != "_NL":
@@ -449,11 +450,6 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
     def not_in(self, c: list[Any]) -> ast.In:
         return self._in(c, True)
 
-    def list(self, c: list[Token]) -> tuple[tuple[ast.Value, ...], Token]:
-        values = tuple(ast.Value("string", str(t), self._t(t)) for t in c
-                       if isinstance(t, Token) and t.type == "STRING")
-        return values, c[-1]
-
     def has(self, c: list[Any]) -> ast.Has:
         return ast.Has(c[-1], self._from(c[0], c[-1]))
 
@@ -535,3 +531,9 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
 
     def start(self, c: list[Any]) -> list[ast.Item]:
         return list(c)
+
+    # last in the class: once defined, `list` in this class body names the rule, not the type
+    def list(self, c: list[Token]) -> tuple[tuple[ast.Value, ...], Token]:
+        values = tuple(ast.Value("string", str(t), self._t(t)) for t in c
+                       if isinstance(t, Token) and t.type == "STRING")
+        return values, c[-1]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Set up (idempotently) and run every check: ruff, the import-layer contracts, the policy
-# examples, and the whole pytest suite.  In CI (CI=true) a `bpf` test that would skip fails.
+# Set up (idempotently) and run every check: ruff, the import-layer contracts, mypy over every
+# package, the policy examples, and the whole pytest suite.  In CI (CI=true) a `bpf` test that
+# would skip fails.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -13,13 +14,7 @@ if [ -z "${KUBEBUILDER_ASSETS:-}" ] && [ -x "$root/.cache/k8s/v1.36.2/kube-apise
 fi
 echo "== ruff"; ruff check .
 echo "== import contracts"; lint-imports
-echo "== mypy (device plugin, settings)"; mypy deviceplugin gpuwarden/config.py
-echo "== mypy (DRA driver, claim records)"; mypy draplugin gpuwarden/claims.py
-echo "== mypy (extender, placement, annotations; the policy package it reads is not typed clean yet)"
-mypy --follow-imports=silent extender gpuwarden/placement.py gpuwarden/annotations.py gpuwarden/informer.py
-echo "== mypy (reliability: region, control socket, reload, ledger, decide, flag types)"
-mypy --follow-imports=silent libvgpu/region.py agent/control.py agent/bounded.py agent/reload.py agent/ledger.py \
-  agent/decide.py gpuwarden/argtypes.py
+echo "== mypy (every package)"; mypy policy agent libvgpu bpf gpuwarden deviceplugin extender draplugin
 echo "== mypy (the Kubernetes test bed)"; mypy --strict tests/testbed
 echo "== example policies"
 gpuwarden policy check examples/policies
