@@ -143,11 +143,12 @@ command -v cc >/dev/null || die "no C compiler (install build-essential)"
 make -s -C libvgpu >/dev/null || die "building libvgpu failed (see the compiler output above)"
 
 # ---- the Kubernetes test bed (tests marked `k8s`) ---------------------------------------------
-# Kubernetes v1.36.2 and containerd 2 binaries ship as .xz in ../shared/k8s (see its README); they
+# Kubernetes v1.36.2 and containerd 2 binaries ship as .xz archives with a SHA256SUMS, in
+# $GPUWARDEN_K8S_ARCHIVES (default: shared/k8s beside the clone, where CI lays them); they
 # are checked against its SHA256SUMS and unpacked once (a stamp holds the sums' own hash).
 command -v kubectl >/dev/null \
   || warn "kubectl is not on PATH: the k8s tests do not need it, but debugging a test cluster does"
-k8s_src="$root/../shared/k8s"
+k8s_src="${GPUWARDEN_K8S_ARCHIVES:-$root/../shared/k8s}"
 k8s_dst="$root/.cache/k8s/v1.36.2"
 if [ -f "$k8s_src/SHA256SUMS" ]; then
   k8s_want=$(sha256sum < "$k8s_src/SHA256SUMS" | cut -c1-64)
