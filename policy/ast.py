@@ -24,7 +24,7 @@ def _typed_eq(cls: type[_T]) -> type[_T]:
     `a and b` would equal `a or b`); hashing stays the tuple's."""
 
     def __eq__(self: tuple[Any, ...], other: object) -> bool:
-        return type(self) is type(other) and tuple.__eq__(self, other)  # type: ignore[arg-type]
+        return type(self) is type(other) and tuple.__eq__(self, other)
 
     def __ne__(self: tuple[Any, ...], other: object) -> bool:
         return not __eq__(self, other)

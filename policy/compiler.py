@@ -31,7 +31,7 @@ from policy.matching import (
 )
 from policy.model import EffectiveRule, ResourceRequest, Workload
 from policy.printer import format_expr
-from policy.units import Memory
+from policy.units import Memory, to_int
 from policy.vocabulary import (
     BLOCK_SETTINGS,
     CAP_KEYS,
@@ -242,7 +242,7 @@ class CompiledPolicy:
 
         mem = get("gpumem")
         assert isinstance(mem, Memory)
-        cores = int(get("gpucores"))  # type: ignore[call-overload]
+        cores = to_int(get("gpucores"))
         # A plain setting the unmanaged block cannot take keeps its built-in value.
         plain: dict[str, Any] = {
             f.attr: get(f.key) if "unmanaged" in f.blocks else BUILTIN[f.key].value
@@ -344,18 +344,18 @@ class _Evaluation:
             self.decided["denied"] = hit[0].name
 
         gpu_value = self.requested_or_default("gpu", req.gpu, str(req.gpu))
-        gpu = int(gpu_value)  # type: ignore[call-overload]
+        gpu = to_int(gpu_value)
         c = self.cap("gpu", self._gpu_cap_exceeded(gpu), str(gpu))
         if c is not None:
-            gpu = int(c.value)  # type: ignore[call-overload]
+            gpu = to_int(c.value)
 
         mem_mib, mem_pct, cap_mib, cap_pct = self._memory(req)
 
-        cores = int(self.requested_or_default(  # type: ignore[call-overload]
+        cores = to_int(self.requested_or_default(
             "gpucores", req.gpucores, f"{req.gpucores}%"))
         hitc = self.pick("cap.gpucores")
         if hitc is not None:
-            limit = int(hitc[1].value)  # type: ignore[call-overload]
+            limit = to_int(hitc[1].value)
             c = self.cap("gpucores", limit < 100 and (cores == 0 or cores > limit),
                          "no limit (0%)" if cores == 0 else f"{cores}%")
             if c is not None:
@@ -380,7 +380,7 @@ class _Evaluation:
 
     def _gpu_cap_exceeded(self, gpu: int) -> bool:
         hit = self.pick("cap.gpu")
-        return hit is not None and gpu > int(hit[1].value)  # type: ignore[call-overload]
+        return hit is not None and gpu > to_int(hit[1].value)
 
     def _priority(self, req: ResourceRequest) -> int:
         hit = self.pick("priority")
@@ -389,8 +389,8 @@ class _Evaluation:
             self.decided["priority"] = rule.name
             shown = "" if req.priority is None else f" (request {_prio(req.priority)} overridden)"
             self.reasons["priority"] = f'{d.text} set by rule "{rule.name}"{shown}'
-            return int(d.value)  # type: ignore[call-overload]
-        return int(self.requested_or_default(  # type: ignore[call-overload]
+            return to_int(d.value)
+        return to_int(self.requested_or_default(
             "priority", req.priority, _prio(req.priority)))
 
     def _memory(self, req: ResourceRequest) -> tuple[_OptInt, _OptInt, _OptInt, _OptInt]:
@@ -610,7 +610,7 @@ def _rule(ctx: _Ctx, block: ast.Block, order: int) -> CompiledRule | None:
                             f'`weight` is set twice in rule "{name}"',
                             related=((weight_span, "first set here"),))
                     ok = False
-                weight, weight_span = int(d.value), stmt.span  # type: ignore[call-overload]
+                weight, weight_span = to_int(d.value), stmt.span
             else:
                 ok = _put(ctx, sets, name, key, d, stmt.key_span,  # type: ignore[union-attr]
                           f"`{key}`") and ok
@@ -752,9 +752,9 @@ def _default_above_cap(key: str, default: object, cap: object) -> bool:
     if isinstance(default, Memory) and isinstance(cap, Memory):
         return bool(_exceeds(default, cap, None))
     if key == "gpucores":
-        low, high = int(default), int(cap)  # type: ignore[call-overload]
+        low, high = to_int(default), to_int(cap)
         return high < 100 and (low == 0 or low > high)
-    return int(default) > int(cap)  # type: ignore[call-overload]
+    return to_int(default) > to_int(cap)
 
 
 def _shadowing(ctx: _Ctx, rules: list[CompiledRule],

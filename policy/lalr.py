@@ -222,7 +222,7 @@ class FastLalr:
                 if action.__class__ is int:
                     if is_end:
                         return None
-                    state_stack.append(action)  # type: ignore[arg-type]
+                    state_stack.append(action)
                     value_stack.append(token)
                     if len(state_stack) > max_depth:
                         return None

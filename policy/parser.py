@@ -393,7 +393,7 @@ def _join(file: str, first: Span, last: Span) -> Span:
 
 
 def _operands(expr: ast.Expr, kind: type[ast.And] | type[ast.Or]) -> tuple[ast.Expr, ...]:
-    return expr.items if isinstance(expr, kind) else (expr,)  # type: ignore[union-attr]
+    return expr.items if isinstance(expr, kind) else (expr,)
 
 
 class _ToAst(Transformer):  # type: ignore[type-arg]

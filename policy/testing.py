@@ -17,7 +17,7 @@ from policy.diagnostics import closest
 from policy.loader import load_texts
 from policy.model import EffectiveRule, ResourceRequest, ViolationResponse, Workload
 from policy.pods import PodError, workloads_from_manifest
-from policy.units import UnitError, format_mib, parse_percent
+from policy.units import UnitError, format_mib, parse_percent, to_int
 from policy.vocabulary import EFFECTIVE, FIELD, expect_mib
 
 __all__ = ["EXPECT_KEYS", "CaseResult", "SuiteError", "run_suite"]
@@ -106,13 +106,13 @@ def _workload(case: Mapping[str, object], source: str, names: ResourceNames) -> 
     _check_keys(req_raw, REQUEST_KEYS, "request", source)
     prio = req_raw.get("priority")
     if prio is not None:
-        prio = {"high": 0, "low": 1, 0: 0, 1: 1}.get(prio)  # type: ignore[call-overload]
+        prio = {"high": 0, "low": 1, 0: 0, 1: 1}.get(prio)
         if prio is None:
             raise SuiteError(f"{where}: request priority must be high, low, 0 or 1")
     gpumem = req_raw.get("gpumem")
     try:
         req = ResourceRequest(
-            gpu=int(req_raw["gpu"]) if "gpu" in req_raw else (  # type: ignore[call-overload]
+            gpu=to_int(req_raw["gpu"]) if "gpu" in req_raw else (
                 1 if not req_raw else None),
             gpumem_mib=None if gpumem is None else _mem_request(gpumem, where),
             gpumem_percentage=_opt_int(req_raw.get("gpumem_percentage")),
@@ -142,12 +142,14 @@ def _opt_int(value: object) -> int | None:
         return None
     if isinstance(value, str) and value.endswith("%"):
         return parse_percent(value)
-    return int(value)  # type: ignore[call-overload]
+    return to_int(value)
 
 
 def _violation(value: object, where: str) -> ViolationResponse | dict[str, object]:
     if isinstance(value, Mapping):
-        return dict(_clean(value))  # type: ignore[call-overload]
+        cleaned = _clean(value)
+        assert isinstance(cleaned, dict)  # _clean turns every mapping into a dict
+        return cleaned
     if not isinstance(value, str):
         raise SuiteError(f"{where}: expected on_violation must be a string or a mapping")
     result = load_texts([("<expect>", f"version 1\ndefaults {{\n  on_violation = {value}\n}}\n")])
@@ -171,7 +173,7 @@ def _compare(key: str, want: object, rule: EffectiveRule, where: str) -> str | N
                 ok = got is not None and str(want) in got
             return None if ok else f"denied: expected {want!r}, got {got!r}"
         if key == "gpu":
-            ok = rule.gpu == int(want)  # type: ignore[call-overload]
+            ok = rule.gpu == to_int(want)
             return None if ok else f"gpu: expected {want}, got {rule.gpu}"
         if key == "gpumem":
             if rule.gpumem_mib is not None:
@@ -187,23 +189,23 @@ def _compare(key: str, want: object, rule: EffectiveRule, where: str) -> str | N
                 ok = rule.gpumem_mib == _mem_request(want, where)
             return None if ok else f"gpumem: expected {want}, got {shown}"
         if key == "gpucores":
-            w = parse_percent(want) if isinstance(want, str) else int(want)  # type: ignore[call-overload]
-            ok = rule.gpucores == w
+            cores = parse_percent(want) if isinstance(want, str) else to_int(want)
+            ok = rule.gpucores == cores
             return None if ok else f"gpucores: expected {want}, got {rule.gpucores}%"
         if key == "priority":
-            w = {"high": 0, "low": 1, 0: 0, 1: 1}.get(want)  # type: ignore[call-overload]
-            if w is None:
+            prio = {"high": 0, "low": 1, 0: 0, 1: 1}.get(want)
+            if prio is None:
                 raise SuiteError(f"{where}: expected priority must be high, low, 0 or 1")
             got = "high" if rule.priority == 0 else "low"
-            return None if rule.priority == w else f"priority: expected {want}, got {got}"
+            return None if rule.priority == prio else f"priority: expected {want}, got {got}"
         if key == "on_violation":
-            w = _violation(want, where)
+            response = _violation(want, where)
             got = rule.on_violation
-            if isinstance(w, dict):
-                bad = {k: v for k, v in w.items() if getattr(got, k, object()) != v}
+            if isinstance(response, dict):
+                bad = {k: v for k, v in response.items() if getattr(got, k, object()) != v}
                 ok = not bad
             else:
-                ok = got == w
+                ok = got == response
             return None if ok else f"on_violation: expected {want}, got {got.describe()}"
         plain = FIELD.get(key)
         if plain is not None and plain.expect is not None and plain.explain is not None:

@@ -31,6 +31,7 @@ __all__ = [
     "parse_size_bytes",
     "parse_size_mib",
     "split_quantity",
+    "to_int",
 ]
 
 # Binary sizes only: a "GB" in a policy is almost always meant as GiB, and silently taking it
@@ -133,6 +134,14 @@ def parse_duration(text: str) -> float:
         hint = f"did you mean `{unit}` -> `{guess}`? " if guess else ""
         raise UnitError(f"unknown duration unit `{unit}`", hint + "durations take ms, s, m or h")
     return number * DURATION_UNITS[unit]
+
+
+def to_int(value: object) -> int:
+    """int(value) for what a decided setting or a suite's YAML holds (a number, or its text);
+    anything else is the TypeError int() itself raises, typed so callers need no ignore."""
+    if isinstance(value, (int, float, str)):
+        return int(value)
+    raise TypeError(f"expected a number, got {type(value).__name__} {value!r}")
 
 
 def format_mib(mib: int) -> str:

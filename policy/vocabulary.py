@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from policy import ast
 from policy.diagnostics import Span, closest
@@ -24,6 +24,8 @@ from policy.units import (
     parse_percent,
     parse_size_mib,
 )
+
+T = TypeVar("T")
 
 __all__ = [
     "BLOCK_SETTINGS",
@@ -67,7 +69,7 @@ def _one(values: Sequence[ast.Value], where: Span, key: str) -> ast.Value:
     return values[0]
 
 
-def _unit(fn: Callable[[str], object], v: ast.Value) -> object:
+def _unit(fn: Callable[[str], T], v: ast.Value) -> T:
     try:
         return fn(v.text)
     except UnitError as err:
@@ -98,13 +100,13 @@ def _memory(v: ast.Value, key: str, allow_zero: bool) -> Parsed:
     if v.kind == "word" and v.text == "whole":
         return Parsed(Memory("whole"), "whole")
     if v.kind == "quantity" and v.text.endswith("%"):
-        pct = int(_unit(parse_percent, v))  # type: ignore[call-overload]
+        pct = _unit(parse_percent, v)
         if not 1 <= pct <= 100:
             raise BadValue("GW008", v.span, f"`{key}` percentage {pct}% is out of range",
                            "percentages of GPU memory are 1%..100%")
         return Parsed(Memory("percent", pct), f"{pct}%")
     if v.kind in ("quantity", "number"):
-        mib = int(_unit(parse_size_mib, v))  # type: ignore[call-overload]
+        mib = _unit(parse_size_mib, v)
         if mib == 0 and not allow_zero:
             raise BadValue("GW008", v.span, f"`{key}` of 0 leaves no memory at all",
                            "write `whole` for the whole GPU; 0MiB is only meaningful in "
@@ -127,7 +129,7 @@ def parse_cores(values: Sequence[ast.Value], where: Span, key: str) -> Parsed:
     if v.kind not in ("quantity", "number"):
         raise BadValue("GW006", v.span, f"invalid {key} `{v.text}`",
                        "write a percentage of one GPU's compute, e.g. 30% (0% = no limit)")
-    pct = int(_unit(parse_percent, v))  # type: ignore[call-overload]
+    pct = _unit(parse_percent, v)
     if not 0 <= pct <= 100:
         raise BadValue("GW008", v.span, f"`{key}` {pct}% is out of range", "0%..100%")
     return Parsed(pct, f"{pct}%")
@@ -152,7 +154,7 @@ def parse_duration_value(values: Sequence[ast.Value], where: Span, key: str) -> 
     v = _one(values, where, key)
     if v.kind not in ("quantity", "number"):
         raise BadValue("GW006", v.span, f"invalid {key} `{v.text}`", "write a duration like 30s")
-    seconds = float(_unit(parse_duration, v))  # type: ignore[arg-type]
+    seconds = float(_unit(parse_duration, v))
     if seconds > 7 * 86400:
         raise BadValue("GW008", v.span, f"`{key}` {v.text} is longer than a week")
     return Parsed(seconds, f"{seconds:g}s")
@@ -162,7 +164,7 @@ def parse_size_value(values: Sequence[ast.Value], where: Span, key: str) -> Pars
     v = _one(values, where, key)
     if v.kind not in ("quantity", "number"):
         raise BadValue("GW006", v.span, f"invalid {key} `{v.text}`", "write a size like 512MiB")
-    mib = int(_unit(parse_size_mib, v))  # type: ignore[call-overload]
+    mib = _unit(parse_size_mib, v)
     return Parsed(mib, format_mib(mib))
 
 

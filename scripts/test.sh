@@ -15,6 +15,7 @@ fi
 echo "== ruff"; ruff check .
 echo "== import contracts"; lint-imports
 echo "== mypy (every package)"; mypy policy agent libvgpu bpf gpuwarden deviceplugin extender draplugin
+echo "== mypy --strict (policy)"; mypy --strict policy
 echo "== mypy (the Kubernetes test bed)"; mypy --strict tests/testbed
 echo "== example policies"
 gpuwarden policy check examples/policies
