@@ -6,6 +6,7 @@ go through Region."""
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
 import struct
@@ -17,9 +18,9 @@ from libvgpu import region as lr
 __all__ = ["RegionRead", "RegionReader"]
 
 _DEV = lr.RegionStruct.devices.offset
-_DEV_SIZE = lr.ctypes.sizeof(lr.DeviceStruct)
+_DEV_SIZE = ctypes.sizeof(lr.DeviceStruct)
 _PROCS = lr.RegionStruct.procs.offset
-_PROC_SIZE = lr.ctypes.sizeof(lr.ProcStruct)
+_PROC_SIZE = ctypes.sizeof(lr.ProcStruct)
 _HEAD = struct.Struct("<QI")  # magic, version
 _DEVF = struct.Struct("<16sIIQQ")  # uuid, state, flags, limit, used
 _SLOT3 = struct.Struct("<IIQ")  # pid, state, start_time at the start of a slot

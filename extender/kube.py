@@ -77,7 +77,7 @@ class KubeClusterApi:
         return ClientListWatch(self.core.list_pod_for_all_namespaces, _error)
 
     def _call(self, fn: Any, *args: Any, **kw: Any) -> dict[str, Any]:
-        from kubernetes.client.rest import ApiException
+        from kubernetes.client.exceptions import ApiException
 
         try:
             resp = fn(*args, _preload_content=False, **kw)

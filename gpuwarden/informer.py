@@ -55,7 +55,7 @@ class ClientListWatch:
             f"HTTP {getattr(err, 'status', '?')} {getattr(err, 'reason', err)}"))
 
     def list(self) -> Listed:
-        from kubernetes.client.rest import ApiException
+        from kubernetes.client.exceptions import ApiException
 
         try:
             resp = self.list_fn(_preload_content=False, resource_version="0")
@@ -66,7 +66,7 @@ class ClientListWatch:
                       str((doc.get("metadata") or {}).get("resourceVersion") or ""))
 
     def watch(self, resource_version: str, timeout_s: int) -> Iterator[Mapping[str, Any]]:
-        from kubernetes.client.rest import ApiException
+        from kubernetes.client.exceptions import ApiException
 
         try:
             resp = self.list_fn(watch=True, resource_version=resource_version,

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 __all__ = [
     "LIMIT_NONE",
@@ -55,6 +56,7 @@ DEVICE_FREE, DEVICE_READY = 0, 2
 PROC_FREE, PROC_CLAIMING, PROC_ACTIVE, PROC_RECLAIMING = 0, 1, 2, 3
 
 u8, u32, u64 = ctypes.c_uint8, ctypes.c_uint32, ctypes.c_uint64
+_CData = TypeVar("_CData", bound="ctypes._SimpleCData[Any]")  # a field viewed in place
 
 
 class ComputeDevice(ctypes.Structure):
@@ -621,11 +623,11 @@ class Region:
         return reclaimed
 
 
-def _field(struct: ctypes.Structure, name: str, ctype: type[ctypes._SimpleCData]):  # type: ignore[type-arg]
+def _field(struct: ctypes.Structure, name: str, ctype: type[_CData]) -> _CData:
     """The ctypes object viewing one field of a structure in place (for its address)."""
     offset = getattr(type(struct), name).offset
     return ctype.from_address(ctypes.addressof(struct) + offset)
 
 
-def _elem(array: ctypes.Array, index: int) -> ctypes.c_uint64:  # type: ignore[type-arg]
+def _elem(array: ctypes.Array[ctypes.c_uint64], index: int) -> ctypes.c_uint64:
     return u64.from_address(ctypes.addressof(array) + index * ctypes.sizeof(u64))

@@ -31,7 +31,7 @@ def compile_proto(proto: str, folder: Path = API_DIR) -> Api:
     path = str(folder)
     sys.path.insert(0, path)  # grpcio-tools finds .proto files on sys.path
     try:
-        pb, services = grpc.protos_and_services(proto)  # type: ignore[attr-defined]
+        pb, services = grpc.protos_and_services(proto)
     finally:
         sys.path.remove(path)
     return Api(pb, services)

@@ -24,7 +24,7 @@ NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 
 def api_client(kubeconfig: Path) -> client.ApiClient:
     """A client from a kubeconfig file (e.g. ControlPlane.admin_kubeconfig)."""
-    api: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
+    api: client.ApiClient = config.new_client_from_config(
         config_file=str(kubeconfig))
     return api
 
