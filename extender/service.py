@@ -330,8 +330,8 @@ class Extender:
         workloads = workloads_from_manifest(pod, where, self.settings.resource_names,
                                             gpu_only=True)
         planner = PodPlanner(workloads, self.policy, meta.get("annotations") or {},
-                             node_policy=self.settings.node_scheduler_policy,  # type: ignore[arg-type]
-                             gpu_policy=self.settings.gpu_scheduler_policy,  # type: ignore[arg-type]
+                             node_policy=self.settings.node_scheduler_policy,
+                             gpu_policy=self.settings.gpu_scheduler_policy,
                              node_keys=self.node_keys)
         plan = _PodPlan(planner)
         with self._plans_lock:

@@ -67,8 +67,8 @@ def review(body: Mapping[str, Any], policy: CompiledPolicy, settings: Settings,
         workloads = workloads_from_manifest(named, where, settings.resource_names,
                                             namespace=namespace)
         planner = PodPlanner(workloads, policy, meta.get("annotations") or {},
-                             node_policy=settings.node_scheduler_policy,  # type: ignore[arg-type]
-                             gpu_policy=settings.gpu_scheduler_policy)  # type: ignore[arg-type]
+                             node_policy=settings.node_scheduler_policy,
+                             gpu_policy=settings.gpu_scheduler_policy)
     except (PodError, PlacementError) as err:
         return _response(uid, False, f"gpuwarden: {err}", 400)
     if not planner.wants_gpu:

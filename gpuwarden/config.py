@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import yaml
 
@@ -22,13 +22,15 @@ from gpuwarden import resources as r
 __all__ = [
     "FILE_KEYS",
     "POLICIES",
+    "SchedulerPolicy",
     "Settings",
     "SettingsError",
     "load_settings",
     "parse_settings",
 ]
 
-POLICIES = ("binpack", "spread")
+SchedulerPolicy = Literal["binpack", "spread"]
+POLICIES: tuple[SchedulerPolicy, ...] = get_args(SchedulerPolicy)
 MIG_SUPPORTED = ("none",)
 MIG_KNOWN = ("none", "mixed", "single")
 MAX_SPLIT = 1024
@@ -49,8 +51,8 @@ class Settings:
     default_cores: int = r.DEFAULT_CORES
     default_gpu_num: int = r.DEFAULT_GPU_NUM
     resource_names: r.ResourceNames = field(default_factory=r.ResourceNames)
-    node_scheduler_policy: str = "binpack"
-    gpu_scheduler_policy: str = "spread"
+    node_scheduler_policy: SchedulerPolicy = "binpack"  # parsed through _choice(POLICIES)
+    gpu_scheduler_policy: SchedulerPolicy = "spread"
     scheduler_name: str = "gpuwarden-scheduler"
     # device plugin, per node: host paths mounted into every GPU container at the same path,
     # read-only unless suffixed ":rw" (the driver's files, as an NVIDIA container runtime adds)

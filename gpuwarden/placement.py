@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
 
 from gpuwarden.annotations import (
     HAMI_GPU_POLICY,
@@ -41,7 +40,7 @@ from gpuwarden.annotations import (
     PodAssignment,
     Reservation,
 )
-from gpuwarden.config import POLICIES
+from gpuwarden.config import POLICIES, SchedulerPolicy
 from gpuwarden.resources import NODE_LABEL_GPU_MEMORY
 from policy import ast
 from policy.compiler import CompiledPolicy
@@ -76,7 +75,6 @@ __all__ = [
     "reservation",
 ]
 
-SchedulerPolicy = Literal["binpack", "spread"]
 SCHEDULER_POLICIES: tuple[str, ...] = POLICIES
 MAX_SCORE = 10  # kube-scheduler's MaxExtenderPriority
 

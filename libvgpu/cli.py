@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from libvgpu.paths import LIBVGPU_DIR, NotBuiltError, sim_lib_dir
 from libvgpu.sim import (
@@ -33,11 +34,16 @@ MiB = 1 << 20
 SMOKE_SOURCE = LIBVGPU_DIR / "sim" / "demo" / "smoke_workload.c"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sim = subparsers.add_parser("sim", help="the simulated NVIDIA GPU (libvgpu/sim)",
                                 description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sim.set_defaults(handler=lambda _args: (sim.print_help(), 2)[1])
+
+    def usage(_args: argparse.Namespace) -> int:  # `gpuwarden sim` alone: help, exit 2
+        sim.print_help()
+        return 2
+
+    sim.set_defaults(handler=usage)
     sub = sim.add_subparsers(dest="sim_command", metavar="SUBCOMMAND")
 
     env = sub.add_parser("env", help="print export lines for the simulated GPU",
@@ -123,7 +129,7 @@ def _compile_workload(out_dir: Path) -> Path:
     return exe
 
 
-def _load_sim_nvml(env: dict[str, str]):  # type: ignore[no-untyped-def]
+def _load_sim_nvml(env: dict[str, str]) -> Any:  # pynvml: untyped
     """Import pynvml bound to the simulated libnvidia-ml (loaded by path before pynvml looks
     it up by soname, so this process needs no LD_LIBRARY_PATH of its own)."""
     os.environ["GPUWARDEN_SIM_STATE"] = env["GPUWARDEN_SIM_STATE"]
@@ -133,7 +139,7 @@ def _load_sim_nvml(env: dict[str, str]):  # type: ignore[no-untyped-def]
     return pynvml
 
 
-def _show(pynvml, title: str, last_seen: int) -> None:  # type: ignore[no-untyped-def]
+def _show(pynvml: Any, title: str, last_seen: int) -> None:
     print(f"\n== {title}")
     for i in range(pynvml.nvmlDeviceGetCount()):
         h = pynvml.nvmlDeviceGetHandleByIndex(i)
