@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from policy import ast
 from policy.diagnostics import Diagnostic, Severity, Span, closest
+from policy.model import Workload
 
 __all__ = [
     "KEYED_FIELDS",
@@ -37,7 +38,7 @@ PLAIN_FIELDS = ("namespace", "name", "container", "node")
 KEYED_FIELDS = ("label", "annotation", "node_label")
 MAX_DNF = 64
 
-Predicate = Callable[[object], bool]
+Predicate = Callable[[Workload], bool]
 
 
 # ---- validation
@@ -48,17 +49,17 @@ def validate_expr(expr: ast.Expr, lines: list[str]) -> list[Diagnostic]:
     stack: list[ast.Expr] = [expr]
     while stack:
         e = stack.pop()
-        kind = type(e)
-        if kind is ast.And or kind is ast.Or:
-            stack.extend(e.items)  # type: ignore[union-attr]
-        elif kind is ast.Not:
-            stack.append(e.operand)  # type: ignore[union-attr]
+        if isinstance(e, (ast.And, ast.Or)):
+            stack.extend(e.items)
+        elif isinstance(e, ast.Not):
+            stack.append(e.operand)
         else:
-            field = e.field  # type: ignore[union-attr]
-            if kind is ast.Has or not _field_ok(field):
-                out.extend(_check_field(field, kind is ast.Has, lines))
-            if kind is ast.Compare and e.op in ("=~", "!~"):  # type: ignore[union-attr]
-                out.extend(_check_regex(e.value, lines))  # type: ignore[union-attr]
+            field = e.field
+            has = isinstance(e, ast.Has)
+            if has or not _field_ok(field):
+                out.extend(_check_field(field, has, lines))
+            if isinstance(e, ast.Compare) and e.op in ("=~", "!~"):
+                out.extend(_check_regex(e.value, lines))
     if out:
         out.sort(key=lambda d: (d.span.line, d.span.col))
     return out
@@ -129,18 +130,19 @@ def _leaf(field: ast.Field, test: Callable[[str | None], bool]) -> Predicate:
     """A predicate applying `test` to the field's value (None when a keyed field is absent)."""
     key = field.key
     if field.name == "namespace":
-        return lambda w: test(w.namespace)  # type: ignore[attr-defined]
+        return lambda w: test(w.namespace)
     if field.name == "name":
-        return lambda w: test(w.name)  # type: ignore[attr-defined]
+        return lambda w: test(w.name)
     if field.name == "container":
-        return lambda w: test(w.container)  # type: ignore[attr-defined]
+        return lambda w: test(w.container)
     if field.name == "node":
-        return lambda w: test(w.node)  # type: ignore[attr-defined]
+        return lambda w: test(w.node)
+    assert key is not None  # a keyed field: validate_expr rejected one without its key
     if field.name == "label":
-        return lambda w: test(w.labels.get(key))  # type: ignore[attr-defined]
+        return lambda w: test(w.labels.get(key))
     if field.name == "annotation":
-        return lambda w: test(w.annotations.get(key))  # type: ignore[attr-defined]
-    return lambda w: test(w.node_labels.get(key))  # type: ignore[attr-defined]
+        return lambda w: test(w.annotations.get(key))
+    return lambda w: test(w.node_labels.get(key))
 
 
 def _equality(field: ast.Field, target: str, negated: bool) -> Predicate:
@@ -153,10 +155,11 @@ def _equality(field: ast.Field, target: str, negated: bool) -> Predicate:
             return lambda w: get(w) != target
         return lambda w: get(w) == target
     attr = _KEYED_ATTR[name]
+    assert key is not None  # a keyed field: validate_expr rejected one without its key
     if negated:
         return lambda w: getattr(w, attr).get(key) != target
     if name == "label":
-        return lambda w: w.labels.get(key) == target  # type: ignore[attr-defined]
+        return lambda w: w.labels.get(key) == target
     return lambda w: getattr(w, attr).get(key) == target
 
 
@@ -244,29 +247,29 @@ def dnf(expr: ast.Expr | None, negate: bool = False) -> list[Conjunct] | None:
     """The expression as a list of conjunctions (None when larger than MAX_DNF)."""
     if expr is None:
         return [frozenset()]
-    kind = type(expr)
-    if kind is ast.Not:
-        return dnf(expr.operand, not negate)  # type: ignore[union-attr]
-    if kind is ast.And and not negate:
-        items = expr.items  # type: ignore[union-attr]
+    if isinstance(expr, ast.Not):
+        return dnf(expr.operand, not negate)
+    if isinstance(expr, ast.And) and not negate:
+        items = expr.items
         leaves = [e for e in items if isinstance(e, _LEAF_TYPES)]
         if len(leaves) == len(items):
             return [frozenset([_literal(e, False) for e in leaves])]  # the common case
-    if kind is ast.And or kind is ast.Or:
-        parts = [dnf(e, negate) for e in expr.items]  # type: ignore[union-attr]
-        if any(p is None for p in parts):
+    if isinstance(expr, (ast.And, ast.Or)):
+        parts = [dnf(e, negate) for e in expr.items]
+        known = [p for p in parts if p is not None]
+        if len(known) < len(parts):
             return None
-        conj = (kind is ast.And) != negate  # De Morgan
+        conj = isinstance(expr, ast.And) != negate  # De Morgan
         if not conj:
-            out = [c for p in parts for c in p]  # type: ignore[union-attr]
+            out = [c for p in known for c in p]
             return out if len(out) <= MAX_DNF else None
         result: list[Conjunct] = [frozenset()]
-        for p in parts:
-            result = [a | b for a, b in itertools.product(result, p)]  # type: ignore[arg-type]
+        for p in known:
+            result = [a | b for a, b in itertools.product(result, p)]
             if len(result) > MAX_DNF:
                 return None
         return result
-    return [frozenset({_literal(expr, negate)})]  # type: ignore[arg-type]
+    return [frozenset({_literal(expr, negate)})]
 
 
 @dataclass(slots=True)

@@ -37,27 +37,26 @@ def _prec(expr: ast.Expr) -> int:
 
 def format_expr(expr: ast.Expr) -> str:
     """Minimal parentheses: `not` binds tighter than `and`, `and` tighter than `or`."""
-    kind = type(expr)
-    if kind is ast.Compare:
-        return f"{format_field(expr.field)} {expr.op} {format_value(expr.value)}"  # type: ignore[union-attr]
-    if kind is ast.In:
-        items = ", ".join([format_value(v) for v in expr.values])  # type: ignore[union-attr]
-        op = "not in" if expr.negated else "in"  # type: ignore[union-attr]
-        return f"{format_field(expr.field)} {op} [{items}]"  # type: ignore[union-attr]
-    if kind is ast.Has:
-        return f"has {format_field(expr.field)}"  # type: ignore[union-attr]
-    if kind is ast.Not:
-        operand = expr.operand  # type: ignore[union-attr]
+    if isinstance(expr, ast.Compare):
+        return f"{format_field(expr.field)} {expr.op} {format_value(expr.value)}"
+    if isinstance(expr, ast.In):
+        items = ", ".join([format_value(v) for v in expr.values])
+        op = "not in" if expr.negated else "in"
+        return f"{format_field(expr.field)} {op} [{items}]"
+    if isinstance(expr, ast.Has):
+        return f"has {format_field(expr.field)}"
+    if isinstance(expr, ast.Not):
+        operand = expr.operand
         inner = format_expr(operand)
         return f"not {inner}" if _prec(operand) >= 3 else f"not ({inner})"
-    mine = _PREC_OF[kind]
+    mine = _PREC_OF[type(expr)]
     parts = []
-    for item in expr.items:  # type: ignore[union-attr]
+    for item in expr.items:
         text = format_expr(item)
         # Same-operator children are flattened by the parser only when written without
         # parentheses; keep explicit grouping of equal precedence flat (it is associative).
         parts.append(text if _PREC_OF.get(type(item), 4) >= mine else f"({text})")
-    return (" and " if kind is ast.And else " or ").join(parts)
+    return (" and " if isinstance(expr, ast.And) else " or ").join(parts)
 
 
 _PREC_OF: dict[type, int] = {ast.Or: _PREC["or"], ast.And: _PREC["and"], ast.Not: _PREC["not"]}
