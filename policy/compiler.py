@@ -598,35 +598,34 @@ def _rule(ctx: _Ctx, block: ast.Block, order: int) -> CompiledRule | None:
     weight_span: Span | None = None
     ok = True
     for stmt in block.stmts:
-        kind = type(stmt)
-        if kind is ast.Setting:
-            d = _setting(ctx, block, stmt, _RULE_SETTINGS)  # type: ignore[arg-type]
-            key = stmt.key  # type: ignore[union-attr]
+        if isinstance(stmt, ast.Setting):
+            d = _setting(ctx, block, stmt, _RULE_SETTINGS)
+            key = stmt.key
             if d is None:
                 ok = False
             elif key == "weight":
                 if weight_span is not None:
-                    ctx.add("GW014", stmt.key_span,  # type: ignore[union-attr]
+                    ctx.add("GW014", stmt.key_span,
                             f'`weight` is set twice in rule "{name}"',
                             related=((weight_span, "first set here"),))
                     ok = False
                 weight, weight_span = to_int(d.value), stmt.span
             else:
-                ok = _put(ctx, sets, name, key, d, stmt.key_span,  # type: ignore[union-attr]
+                ok = _put(ctx, sets, name, key, d, stmt.key_span,
                           f"`{key}`") and ok
-        elif kind is ast.Match:
+        elif isinstance(stmt, ast.Match):
             if match is not None:
                 ctx.add("GW014", _stmt_keyword_span(stmt), f'rule "{name}" has two `match` lines',
                         "combine them with `and` / `or`", related=((match.span, "first here"),))
                 ok = False
                 continue
-            match = stmt  # type: ignore[assignment]
-            errs = validate_expr(stmt.expr, ctx.lines.get(stmt.span.file, []))  # type: ignore[union-attr]
+            match = stmt
+            errs = validate_expr(stmt.expr, ctx.lines.get(stmt.span.file, []))
             if errs:
                 ctx.diagnostics.extend(errs)
                 ok = False
-        elif kind is ast.Default:
-            for a in stmt.assigns:  # type: ignore[union-attr]
+        elif isinstance(stmt, ast.Default):
+            for a in stmt.assigns:
                 if a.key not in DEFAULT_KEYS:
                     _unknown_key(ctx, a.key, a.key_span, "default", DEFAULT_KEYS)
                     ok = False
@@ -639,19 +638,19 @@ def _rule(ctx: _Ctx, block: ast.Block, order: int) -> CompiledRule | None:
                     continue
                 ok = _put(ctx, sets, name, _DEFAULT_SLOT[a.key], Decision(p.value, p.text, a.span),
                           a.key_span, f"`default {a.key}`") and ok
-        elif kind is ast.Cap:
+        elif isinstance(stmt, ast.Cap):
             behaviour = "clamp"
-            if stmt.behaviour is not None:  # type: ignore[union-attr]
-                behaviour = stmt.behaviour.text  # type: ignore[union-attr]
+            if stmt.behaviour is not None:
+                behaviour = stmt.behaviour.text
                 if behaviour not in ("clamp", "deny"):
                     guess = closest(behaviour, ("clamp", "deny"))
-                    ctx.add("GW006", stmt.behaviour.span,  # type: ignore[union-attr]
+                    ctx.add("GW006", stmt.behaviour.span,
                             f"unknown cap behaviour `{behaviour}`",
                             (f"did you mean `{guess}`? " if guess else "") +
                             "end a cap with `clamp` (lower the request) or `deny` (refuse it)")
                     ok = False
                     continue
-            for c in stmt.items:  # type: ignore[union-attr]
+            for c in stmt.items:
                 if c.key not in CAP_KEYS:
                     _unknown_key(ctx, c.key, c.key_span, "cap", CAP_KEYS)
                     ok = False
@@ -666,8 +665,8 @@ def _rule(ctx: _Ctx, block: ast.Block, order: int) -> CompiledRule | None:
                           Decision(p.value, p.text, c.span, behaviour), c.key_span,
                           f"`cap {c.key}`") and ok
         else:  # admission
-            allow = stmt.allow  # type: ignore[union-attr]
-            reason = None if allow else (stmt.reason.string if stmt.reason else "")  # type: ignore[union-attr]
+            allow = stmt.allow
+            reason = None if allow else (stmt.reason.string if stmt.reason else "")
             text = "allow" if allow else ("deny " + ast.quote(reason or ""))
             ok = _put(ctx, sets, name, "admission", Decision(reason, text, stmt.span),
                       _stmt_keyword_span(stmt), "admission (`deny` / `allow`)") and ok

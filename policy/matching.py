@@ -228,12 +228,11 @@ _OPS = {"==": "eq", "!=": "ne", "=~": "re", "!~": "nre"}
 
 def _literal(expr: ast.Compare | ast.In | ast.Has, negate: bool) -> Literal:
     field = expr.field
-    kind = type(expr)
-    if kind is ast.Compare:
-        op, values = _OPS[expr.op], frozenset((expr.value.string,))  # type: ignore[union-attr]
-    elif kind is ast.In:
-        op = "notin" if expr.negated else "in"  # type: ignore[union-attr]
-        values = frozenset([v.string for v in expr.values])  # type: ignore[union-attr]
+    if isinstance(expr, ast.Compare):
+        op, values = _OPS[expr.op], frozenset((expr.value.string,))
+    elif isinstance(expr, ast.In):
+        op = "notin" if expr.negated else "in"
+        values = frozenset([v.string for v in expr.values])
     else:
         op, values = "has", _NO_VALUES
     return _new_tuple(Literal, ((field.name, field.key), _NEGATE[op] if negate else op, values))
