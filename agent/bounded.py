@@ -62,7 +62,7 @@ class BoundedThreadingMixIn(socketserver.ThreadingMixIn):
         """A client that went idle past the handler's timeout or hung up is not an error worth
         a traceback on stderr; anything else is reported as socketserver does."""
         if not isinstance(sys.exc_info()[1], OSError):
-            super().handle_error(request, client_address)  # type: ignore[misc]
+            super().handle_error(request, client_address)  # type: ignore[misc]  # a mixin: the server has it
 
     def _serve_counted(self, request: Any, client_address: Any, key: Any) -> None:
         try:

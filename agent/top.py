@@ -63,7 +63,7 @@ def render(status: dict[str, Any], width: int = 80) -> str:
     console.print(table)
     if not status.get("rows"):
         console.print("(no workloads)")
-    out = console.file.getvalue()  # type: ignore[attr-defined]
+    out = console.file.getvalue()  # type: ignore[attr-defined]  # the StringIO given above
     return "\n".join(line.rstrip() for line in out.splitlines())
 
 

@@ -22,7 +22,7 @@ EVENT_FAILED = 0x2
 # What happened: the VGPU_EVENT_KIND rows of libvgpu/include/hooks.def, from which
 # bpf/lib/events.h builds enum gw_kind too.  (Built from data, so mypy cannot see the members;
 # nothing in Python names one: events are decoded with EventKind(value).name.)
-EventKind = IntEnum(  # type: ignore[misc]
+EventKind = IntEnum(  # type: ignore[misc]  # members from data (see above)
     "EventKind", [(name, int(value)) for name, value in rows("VGPU_EVENT_KIND")])
 
 

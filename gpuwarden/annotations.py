@@ -464,7 +464,7 @@ def decode_allocations(text: str) -> NodeAllocations:
             if not ok:
                 raise r.fail(f"{where}.gpus[{j}]", "must be [uuid, memoryMiB, cores, slices] "
                              "with whole numbers >= 0")
-            gpus.append((str(g[0]), int(g[1]), int(g[2]), int(g[3])))  # type: ignore[index]
+            gpus.append((str(g[0]), int(g[1]), int(g[2]), int(g[3])))  # type: ignore[index]  # `ok`: a 4-list
         out.append(Reservation(uid=r.str_(p, "uid", where), pod=r.str_(p, "pod", where, ""),
                                at=r.int_(p, "at", where, 0, 1 << 40, default=0),
                                gpus=tuple(gpus)))

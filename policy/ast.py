@@ -29,9 +29,9 @@ def _typed_eq(cls: type[_T]) -> type[_T]:
     def __ne__(self: tuple[Any, ...], other: object) -> bool:
         return not __eq__(self, other)
 
-    cls.__eq__ = __eq__  # type: ignore[assignment,method-assign]
-    cls.__ne__ = __ne__  # type: ignore[assignment,method-assign]
-    cls.__hash__ = tuple.__hash__  # type: ignore[assignment,method-assign]
+    cls.__eq__ = __eq__  # type: ignore[assignment,method-assign]  # this decorator's job
+    cls.__ne__ = __ne__  # type: ignore[assignment,method-assign]  # ditto
+    cls.__hash__ = tuple.__hash__  # type: ignore[assignment,method-assign]  # ditto
     return cls
 
 

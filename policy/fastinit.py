@@ -27,7 +27,7 @@ def fast_init(cls: type[T]) -> type[T]:
     namespace: dict[str, Any] = {}
     args: list[str] = []
     body: list[str] = []
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]  # checked dataclass above
         if f.default_factory is not dataclasses.MISSING or f.kw_only:
             raise TypeError(f"fast_init: {cls.__name__}.{f.name} has a default factory or is "
                             "keyword-only")

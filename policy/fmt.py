@@ -148,7 +148,7 @@ def format_module(module: ast.Module) -> str:
             w.node(f"include {format_value(item.path)}", start, end, "",
                    force_sep=prev_kind != "Include")
         else:
-            head = item.kind if item.kind != "rule" else f"rule {format_value(item.name)}"  # type: ignore[arg-type]
+            head = item.kind if item.kind != "rule" else f"rule {format_value(item.name)}"  # type: ignore[arg-type]  # a rule has a name
             w.node(head + " {", start, start, "", force_sep=True)
             for stmt in item.stmts:
                 w.node(_stmt_text(stmt, INDENT), stmt.span.line, stmt.span.end_line, INDENT)

@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 
 # Python's own regular-expression parser (private, stable since 3.11; typeshed has no stubs).
-import re._constants as sre  # type: ignore[import-not-found]
-import re._parser as sre_parse  # type: ignore[import-not-found]
+import re._constants as sre  # type: ignore[import-not-found]  # no stubs
+import re._parser as sre_parse  # type: ignore[import-not-found]  # no stubs
 from collections.abc import Callable
 from re import Match, Pattern
 from typing import Any
@@ -188,11 +188,11 @@ class FastLalr:
                 if m is None:
                     return None
                 name = m.lastgroup
-                value = m.group(name)  # type: ignore[arg-type]
+                value = m.group(name)  # type: ignore[arg-type]  # every alternative is named
                 pos = m.end()
                 start = pos - len(value)
                 start_line, column = line, start - line_start + 1
-                kind = scanner.kinds[name]  # type: ignore[index]
+                kind = scanner.kinds[name]  # type: ignore[index]  # named, as above
                 if kind:
                     if kind & _NEWLINES:
                         n = value.count("\n")
@@ -202,7 +202,7 @@ class FastLalr:
                     if kind & _IGNORED:
                         continue
                     if kind & _KEYWORDS:
-                        name = scanner.token_type(name, value)  # type: ignore[arg-type]
+                        name = scanner.token_type(name, value)  # type: ignore[arg-type]  # as above
                 if name in kept:
                     token = last = _new_str(Token, value)
                     token.type, token.value, token.start_pos = name, value, start
@@ -216,7 +216,7 @@ class FastLalr:
                     Token.new_borrow_pos("$END", "", last)
                 name, is_end = "$END", True
             while True:
-                action = actions[state_stack[-1]].get(name)  # type: ignore[arg-type]
+                action = actions[state_stack[-1]].get(name)  # type: ignore[arg-type]  # ditto
                 if action is None:
                     return None
                 if action.__class__ is int:
@@ -227,9 +227,9 @@ class FastLalr:
                     if len(state_stack) > max_depth:
                         return None
                     break
-                size, callback, origin = action  # type: ignore[misc]
+                size, callback, origin = action  # type: ignore[misc]  # not int: a reduce
                 if callback is None:  # the value stays; only the state below decides the goto
-                    state_stack[-1] = goto = actions[state_stack[-2]][origin]  # type: ignore[assignment]
+                    state_stack[-1] = goto = actions[state_stack[-2]][origin]  # type: ignore[assignment]  # a goto is an int
                 else:
                     if size:
                         children = value_stack[-size:]
@@ -239,6 +239,6 @@ class FastLalr:
                         children = []
                     value_stack.append(callback(children))
                     goto = actions[state_stack[-1]][origin]
-                    state_stack.append(goto)  # type: ignore[arg-type]
+                    state_stack.append(goto)  # type: ignore[arg-type]  # a goto is an int
                 if is_end and goto == end_state:
                     return value_stack[-1]

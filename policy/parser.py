@@ -396,7 +396,7 @@ def _operands(expr: ast.Expr, kind: type[ast.And] | type[ast.Or]) -> tuple[ast.E
     return expr.items if isinstance(expr, kind) else (expr,)
 
 
-class _ToAst(Transformer):  # type: ignore[type-arg]
+class _ToAst(Transformer):  # type: ignore[type-arg]  # rules return many node types
     """One method per grammar rule; spans come from tokens and children (no Lark meta)."""
 
     def __init__(self) -> None:
@@ -409,7 +409,7 @@ class _ToAst(Transformer):  # type: ignore[type-arg]
     def _from(self, first: Token | Span, last: Any) -> Span:
         a = _tspan(self.file, first) if first.__class__ is Token else first
         b = _tspan(self.file, last) if last.__class__ is Token else last.span
-        return _join(self.file, a, b)  # type: ignore[arg-type]
+        return _join(self.file, a, b)  # type: ignore[arg-type]  # __class__ is: no narrowing
 
     # values
     def quantity(self, c: list[Token]) -> ast.Value:

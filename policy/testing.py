@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpuwarden.resources import ResourceNames
 from policy.compiler import CompiledPolicy
@@ -64,9 +65,13 @@ def _check_keys(node: Mapping[str, object], allowed: tuple[str, ...], what: str,
                              f"valid: {', '.join(allowed)}")
 
 
+def _clean_map(node: Mapping[Any, Any]) -> dict[Any, Any]:
+    return {k: _clean(v) for k, v in node.items() if k != LINE_KEY}
+
+
 def _clean(node: object) -> object:
     if isinstance(node, Mapping):
-        return {k: _clean(v) for k, v in node.items() if k != LINE_KEY}
+        return _clean_map(node)
     if isinstance(node, list):
         return [_clean(v) for v in node]
     return node
@@ -119,16 +124,18 @@ def _workload(case: Mapping[str, object], source: str, names: ResourceNames) -> 
             gpucores=_opt_int(req_raw.get("gpucores")),
             priority=prio,
         )
-        strings = {k: _clean(raw.get(k) or {}) for k in ("labels", "annotations", "node_labels")}
-        for k, v in strings.items():
+        strings: dict[str, Mapping[Any, Any]] = {}
+        for k in ("labels", "annotations", "node_labels"):
+            v = _clean(raw.get(k) or {})
             if not isinstance(v, Mapping):
                 raise SuiteError(f"{where}: `{k}` must be a mapping")
+            strings[k] = v
         return Workload(
             namespace=str(raw.get("namespace", "default")), name=str(raw.get("name", "")),
-            labels={str(a): str(b) for a, b in strings["labels"].items()},  # type: ignore[attr-defined]
-            annotations={str(a): str(b) for a, b in strings["annotations"].items()},  # type: ignore[attr-defined]
+            labels={str(a): str(b) for a, b in strings["labels"].items()},
+            annotations={str(a): str(b) for a, b in strings["annotations"].items()},
             container=str(raw.get("container", "")), node=str(raw.get("node", "")),
-            node_labels={str(a): str(b) for a, b in strings["node_labels"].items()},  # type: ignore[attr-defined]
+            node_labels={str(a): str(b) for a, b in strings["node_labels"].items()},
             request=req,
         )
     except (TypeError, ValueError) as err:
@@ -147,16 +154,16 @@ def _opt_int(value: object) -> int | None:
 
 def _violation(value: object, where: str) -> ViolationResponse | dict[str, object]:
     if isinstance(value, Mapping):
-        cleaned = _clean(value)
-        assert isinstance(cleaned, dict)  # _clean turns every mapping into a dict
-        return cleaned
+        return _clean_map(value)
     if not isinstance(value, str):
         raise SuiteError(f"{where}: expected on_violation must be a string or a mapping")
     result = load_texts([("<expect>", f"version 1\ndefaults {{\n  on_violation = {value}\n}}\n")])
     if result.policy is None:
         msg = result.errors[0].message if result.errors else "invalid"
         raise SuiteError(f"{where}: expected on_violation {value!r}: {msg}")
-    return result.policy.defaults["on_violation"].value  # type: ignore[return-value]
+    response = result.policy.defaults["on_violation"].value
+    assert isinstance(response, ViolationResponse)  # what parse_violation makes
+    return response
 
 
 def _compare(key: str, want: object, rule: EffectiveRule, where: str) -> str | None:
@@ -217,12 +224,12 @@ def _compare(key: str, want: object, rule: EffectiveRule, where: str) -> str | N
             if not isinstance(want, Mapping):
                 raise SuiteError(f"{where}: expected decided_by must be a mapping")
             lines = [f"decided_by[{k}]: expected {v!r}, got {rule.decided_by.get(str(k))!r}"
-                     for k, v in _clean(want).items()  # type: ignore[attr-defined]
+                     for k, v in _clean_map(want).items()
                      if rule.decided_by.get(str(k)) != v]
             return "; ".join(lines) or None
         if key == "matched_rules":
             got = list(rule.matched_rules)
-            ok = got == list(want)  # type: ignore[call-overload]
+            ok = got == list(want)  # type: ignore[call-overload]  # YAML; list() of a scalar raises
             return None if ok else f"matched_rules: expected {want}, got {got}"
     except (UnitError, TypeError, ValueError) as err:
         if isinstance(err, SuiteError):

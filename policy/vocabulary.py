@@ -209,7 +209,7 @@ def parse_violation(values: Sequence[ast.Value], where: Span, key: str) -> Parse
         after = words.pop(0)
         if not words:
             raise BadValue("GW017", after.span, "`after` needs a duration", "e.g. `after 10s`")
-        grace = float(parse_duration_value([words.pop(0)], where, "grace").value)  # type: ignore[arg-type]
+        grace = float(parse_duration_value([words.pop(0)], where, "grace").value)  # type: ignore[arg-type]  # seconds
     elif words and words[0].kind == "string":
         alert_name = words.pop(0).string
     while words:
@@ -229,7 +229,7 @@ def parse_violation(values: Sequence[ast.Value], where: Span, key: str) -> Parse
     if alert_name is not None and not alert_name.strip():
         raise BadValue("GW017", where, "alert name is empty")
     sev = severity or ("warning" if action == "alert" else "critical")
-    response = ViolationResponse(action, grace, alert_name, sev)  # type: ignore[arg-type]
+    response = ViolationResponse(action, grace, alert_name, sev)  # type: ignore[arg-type]  # words checked
     return Parsed(response, response.describe())
 
 
@@ -278,7 +278,7 @@ class Field:
 
 
 def _expect_seconds(want: object) -> float:
-    return parse_duration(want) if isinstance(want, str) else float(want)  # type: ignore[arg-type]
+    return parse_duration(want) if isinstance(want, str) else float(want)  # type: ignore[arg-type]  # YAML
 
 
 def expect_mib(want: object) -> int:
