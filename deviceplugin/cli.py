@@ -7,13 +7,13 @@ Heavy imports (grpc, pynvml, kubernetes) happen inside the handler only.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
-import socket
 import sys
 import threading
 from pathlib import Path
 from typing import Any
+
+from deviceplugin.nodecli import add_node_flags, node_settings
 
 __all__ = ["register"]
 
@@ -36,10 +36,10 @@ def register(sub: Any) -> None:
                        description="Advertise each GPU as deviceSplitCount slices to the "
                        "kubelet and set up every container that gets slices (limits, region, "
                        "libvgpu preloaded). Exit status 2 on bad settings.")
-    p.add_argument("--config", type=Path, default=None, metavar="FILE",
-                   help="settings file (YAML with HAMi's keys; see docs/deviceplugin.md)")
-    p.add_argument("--node", default=os.environ.get("NODE_NAME") or socket.gethostname(),
-                   help="this node's name (default: $NODE_NAME, else the host name)")
+    add_node_flags(p, settings=_SETTING_FLAGS, docs="docs/deviceplugin.md",
+                   driver_mount_help="host path mounted read-only into every GPU container "
+                   "(repeatable; file key driverMounts)",
+                   health_help="how often GPU health is read when NVML gives no events")
     p.add_argument("--plugin-dir", type=Path, default=Path("/var/lib/kubelet/device-plugins"),
                    help="the kubelet's device-plugins folder (our socket goes there)")
     p.add_argument("--kubelet-socket", type=Path, default=None, metavar="PATH",
@@ -49,42 +49,14 @@ def register(sub: Any) -> None:
     p.add_argument("--pod-resources-socket", type=Path,
                    default=Path("/var/lib/kubelet/pod-resources/kubelet.sock"), metavar="PATH",
                    help="the kubelet's PodResources API, to verify each container's devices")
-    p.add_argument("--kubeconfig", default=None, metavar="FILE",
-                   help="talk to the API server with this kubeconfig (default: in-cluster)")
-    p.add_argument("--libvgpu", default=None, metavar="PATH",
-                   help="host path of libvgpu.so mounted into containers (default: the build "
-                   "beside this gpuwarden)")
-    p.add_argument("--driver-mount", action="append", default=None, metavar="PATH",
-                   help="host path mounted read-only into every GPU container (repeatable; "
-                   "file key driverMounts)")
-    p.add_argument("--health-seconds", type=float, default=5.0,
-                   help="how often GPU health is read when NVML gives no events")
-    for name, text in _SETTING_FLAGS.items():
-        p.add_argument(f"--{name.replace('_', '-')}", dest=f"set_{name}", default=None,
-                       metavar="VALUE", help=text)
     p.set_defaults(handler=cmd_deviceplugin)
 
 
 def cmd_deviceplugin(args: argparse.Namespace) -> int:
-    from gpuwarden.config import SettingsError, load_settings
-
-    overrides: dict[str, Any] = {k: getattr(args, f"set_{k}") for k in _SETTING_FLAGS}
-    if args.driver_mount:
-        overrides["driver_mounts"] = args.driver_mount
-    try:
-        settings = load_settings(args.config, overrides)
-    except SettingsError as err:
-        print(f"gpuwarden deviceplugin: {err}", file=sys.stderr)
+    found = node_settings(args, "gpuwarden deviceplugin")
+    if found is None:
         return 2
-    libvgpu = args.libvgpu
-    if libvgpu is None:
-        from libvgpu.paths import NotBuiltError, shim_path
-
-        try:
-            libvgpu = str(shim_path())
-        except NotBuiltError as err:
-            print(f"gpuwarden deviceplugin: {err} (or pass --libvgpu)", file=sys.stderr)
-            return 2
+    settings, libvgpu = found
 
     from deviceplugin.kube import KubeCluster
     from deviceplugin.nvml import NvmlInventory

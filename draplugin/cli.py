@@ -7,13 +7,13 @@ imports (grpc, pynvml, kubernetes) happen inside the handler only.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
-import socket
 import sys
 import threading
 from pathlib import Path
 from typing import Any
+
+from deviceplugin.nodecli import add_node_flags, node_settings
 
 __all__ = ["register"]
 
@@ -34,10 +34,10 @@ def register(sub: Any) -> None:
                        "each claim the kubelet hands over: its region with the consumed memory "
                        "and cores, a CDI spec that brings libvgpu, the limits and the region "
                        "into the container. Exit status 2 on bad settings.")
-    p.add_argument("--config", type=Path, default=None, metavar="FILE",
-                   help="settings file (YAML with HAMi's keys; see docs/dra.md)")
-    p.add_argument("--node", default=os.environ.get("NODE_NAME") or socket.gethostname(),
-                   help="this node's name (default: $NODE_NAME, else the host name)")
+    add_node_flags(p, settings=_SETTING_FLAGS, docs="docs/dra.md",
+                   driver_mount_help="host path mounted read-only into every claim's "
+                   "containers (repeatable; :rw for writable; file key driverMounts)",
+                   health_help="how often GPU health and the ResourceSlice are checked")
     p.add_argument("--kubelet-root", type=Path, default=Path("/var/lib/kubelet"),
                    help="the kubelet's --root-dir (plugins_registry/ and plugins/ are in it)")
     p.add_argument("--cdi-dir", type=Path, default=Path("/var/run/cdi"),
@@ -45,42 +45,14 @@ def register(sub: Any) -> None:
                    "cdi_spec_dirs)")
     p.add_argument("--state-dir", type=Path, default=Path("/var/lib/gpuwarden/dra"),
                    help="where the checkpoint of prepared claims is kept")
-    p.add_argument("--kubeconfig", default=None, metavar="FILE",
-                   help="talk to the API server with this kubeconfig (default: in-cluster)")
-    p.add_argument("--libvgpu", default=None, metavar="PATH",
-                   help="host path of libvgpu.so mounted into containers (default: the build "
-                   "beside this gpuwarden)")
-    p.add_argument("--driver-mount", action="append", default=None, metavar="PATH",
-                   help="host path mounted read-only into every claim's containers "
-                   "(repeatable; :rw for writable; file key driverMounts)")
-    p.add_argument("--health-seconds", type=float, default=5.0,
-                   help="how often GPU health and the ResourceSlice are checked")
-    for name, text in _SETTING_FLAGS.items():
-        p.add_argument(f"--{name.replace('_', '-')}", dest=f"set_{name}", default=None,
-                       metavar="VALUE", help=text)
     p.set_defaults(handler=cmd_draplugin)
 
 
 def cmd_draplugin(args: argparse.Namespace) -> int:
-    from gpuwarden.config import SettingsError, load_settings
-
-    overrides: dict[str, Any] = {k: getattr(args, f"set_{k}") for k in _SETTING_FLAGS}
-    if args.driver_mount:
-        overrides["driver_mounts"] = args.driver_mount
-    try:
-        settings = load_settings(args.config, overrides)
-    except SettingsError as err:
-        print(f"gpuwarden draplugin: {err}", file=sys.stderr)
+    found = node_settings(args, "gpuwarden draplugin")
+    if found is None:
         return 2
-    libvgpu = args.libvgpu
-    if libvgpu is None:
-        from libvgpu.paths import NotBuiltError, shim_path
-
-        try:
-            libvgpu = str(shim_path())
-        except NotBuiltError as err:
-            print(f"gpuwarden draplugin: {err} (or pass --libvgpu)", file=sys.stderr)
-            return 2
+    settings, libvgpu = found
 
     from deviceplugin.nvml import NvmlInventory
     from draplugin.kube import KubeResources
