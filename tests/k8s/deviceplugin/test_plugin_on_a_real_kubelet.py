@@ -12,7 +12,6 @@ assignment annotation themselves.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -26,6 +25,7 @@ from typing import Any
 import pytest
 from cprog import compile_c
 from testbed import images, wait_for
+from testbed.agentproc import audit_event, cluster_agent
 from testbed.kube import core, pod_manifest, wait_pod_phase
 from testbed.node import DEVICE_PLUGIN_DIR
 
@@ -106,43 +106,12 @@ def plugin(k8s_node: Any, sim: dict[str, str],
         p.stop()  # (the test bed may have stopped the node, and the plugin with it, already)
 
 
-AGENT_POLICY = """version 1
-
-defaults {
-  gpumem = 4GiB
-  mode = audit
-}
-"""
-
-
 @pytest.fixture(scope="module")
 def agent(k8s_node: Any, sim: dict[str, str], plugin: PluginProc,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The node agent in cluster mode, reading the plugin's regions; yields its audit log."""
-    d = tmp_path_factory.mktemp("agent")
-    (d / "policy.gwp").write_text(AGENT_POLICY)
-    err = (d / "agent.log").open("ab")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuwarden", "agent", "--kubernetes", "--node", k8s_node.name,
-         "--kubeconfig", str(k8s_node.cp.admin_kubeconfig), "--regions-root",
-         str(plugin.regions), "--state-dir", str(d / "state"), "--policy",
-         str(d / "policy.gwp"), "--no-ebpf", "--quiet"],
-        env=sim, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO)
-    try:
-        wait_for(lambda: "ready;" in (d / "agent.log").read_text() or proc.poll() is not None,
-                 60, "the agent starting")
-        assert proc.poll() is None, (d / "agent.log").read_text()
-        yield d / "state" / "audit.jsonl"
-    finally:
-        proc.terminate()
-        proc.wait(15)
-        err.close()
-
-
-def audit_event(path: Path, pred: Any) -> dict[str, Any] | None:
-    if not path.exists():
-        return None
-    return next((e for e in map(json.loads, path.read_text().splitlines()) if pred(e)), None)
+    """The node agent in cluster mode over the plugin's regions; yields its audit log."""
+    with cluster_agent(k8s_node, sim, plugin.regions, tmp_path_factory.mktemp("agent")) as log:
+        yield log
 
 
 @pytest.fixture(scope="module")
