@@ -20,7 +20,7 @@ static void *worker(void *arg)
     unsigned i = (unsigned)(uintptr_t)arg;
     while (vgpu_budget_reserve(&region, &region.procs[i], 0, CHUNK) == 0) {
         got[i] += CHUNK;
-        if (region.devices[0].used_bytes > LIMIT)
+        if (__atomic_load_n(&region.devices[0].used_bytes, __ATOMIC_RELAXED) > LIMIT)
             fprintf(stderr, "limit passed\n");
     }
     return NULL;
