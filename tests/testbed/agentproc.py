@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -15,7 +17,7 @@ from typing import Any
 from testbed.node import Node
 from testbed.procs import wait_for
 
-__all__ = ["AUDIT_POLICY", "audit_event", "cluster_agent"]
+__all__ = ["AUDIT_POLICY", "PluginProcess", "audit_event", "cluster_agent", "pod_sim_env"]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -59,3 +61,37 @@ def audit_event(path: Path, pred: Callable[[dict[str, Any]], bool]) -> dict[str,
         return None
     records: list[dict[str, Any]] = [json.loads(line) for line in path.read_text().splitlines()]
     return next((e for e in records if pred(e)), None)
+
+
+def pod_sim_env(folder: Path) -> dict[str, str]:
+    """The environment of a node-side plugin over a simulated GPU (2 × 8 GiB) whose state folder
+    (in `folder`, made writable for the pods' users) is mounted into pods as their driver."""
+    from libvgpu.sim import sim_env
+
+    os.chmod(folder, 0o777)
+    env = dict(os.environ)
+    env.update(sim_env(folder / "gpu.state", devices=2, memory="8GiB"))
+    env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+class PluginProcess:
+    """A `gpuwarden` node-side plugin run as a child process, its stderr in `log`."""
+
+    def __init__(self, log: Path, env: Mapping[str, str]) -> None:
+        self.log, self.env = log, dict(env)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def launch(self, args: list[str]) -> None:
+        with self.log.open("ab") as err:
+            self.proc = subprocess.Popen([sys.executable, "-m", "gpuwarden", *args],
+                                         env=self.env, stdout=subprocess.DEVNULL,
+                                         stderr=err, cwd=REPO)
+
+    def stop(self) -> int:
+        """SIGTERM (when still running) and its exit status."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(15)
+        return int(self.proc.returncode)

@@ -12,11 +12,7 @@ assignment annotation themselves.
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +21,7 @@ from typing import Any
 import pytest
 from cprog import compile_c
 from testbed import images, wait_for
-from testbed.agentproc import audit_event, cluster_agent
+from testbed.agentproc import PluginProcess, audit_event, cluster_agent, pod_sim_env
 from testbed.kube import core, pod_manifest, wait_pod_phase
 from testbed.node import DEVICE_PLUGIN_DIR
 
@@ -40,7 +36,7 @@ from gpuwarden.annotations import (
 )
 from libvgpu.paths import shim_path, sim_lib_dir
 from libvgpu.region import Region
-from libvgpu.sim import SIM_CTX_OVERHEAD, sim_env
+from libvgpu.sim import SIM_CTX_OVERHEAD
 
 pytestmark = pytest.mark.k8s
 
@@ -50,16 +46,15 @@ MIB = 1 << 20
 SOCKET = "gpuwarden-test.sock"
 
 
-class PluginProc:
+class PluginProc(PluginProcess):
     def __init__(self, folder: Path, node: Any, env: dict[str, str]) -> None:
-        self.folder, self.node, self.env = folder, node, env
-        self.log = folder / "deviceplugin.log"
+        super().__init__(folder / "deviceplugin.log", env)
+        self.folder, self.node = folder, node
         self.regions = folder / "regions"
-        self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> PluginProc:
         sim = Path(self.env["GPUWARDEN_SIM_STATE"]).parent
-        cmd = [sys.executable, "-m", "gpuwarden", "deviceplugin", "--node", self.node.name,
+        cmd = ["deviceplugin", "--node", self.node.name,
                "--kubeconfig", str(self.node.cp.admin_kubeconfig),
                "--plugin-dir", str(DEVICE_PLUGIN_DIR), "--socket-name", SOCKET,
                "--pod-resources-socket",
@@ -67,30 +62,17 @@ class PluginProc:
                "--libvgpu", str(shim_path()), "--region-root", str(self.regions),
                "--device-split-count", str(SPLIT), "--driver-mount", str(sim_lib_dir()),
                "--driver-mount", f"{sim}:rw", "--health-seconds", "1"]
-        with self.log.open("ab") as err:
-            self.proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.DEVNULL,
-                                         stderr=err, cwd=REPO)
+        self.launch(cmd)
         return self
 
     def registrations(self) -> int:
         return len(re.findall(r"registered nvidia\.com/gpu", self.log.read_text()))
 
-    def stop(self) -> int:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(15)
-        return int(self.proc.returncode)
 
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    folder = tmp_path_factory.mktemp("sim")
-    os.chmod(folder, 0o777)
-    env = dict(os.environ)
-    env.update(sim_env(folder / "gpu.state", devices=2, memory="8GiB"))
-    env["PYTHONPATH"] = str(REPO)
-    return env
+    return pod_sim_env(tmp_path_factory.mktemp("sim"))
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,6 @@ limits and the region arrive through the CDI spec the driver writes for each cla
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -35,13 +33,12 @@ from draobjects import (
     template,
 )
 from testbed import images, wait_for
-from testbed.agentproc import audit_event, cluster_agent
+from testbed.agentproc import PluginProcess, audit_event, cluster_agent, pod_sim_env
 from testbed.kube import core, pod_manifest, wait_pod_phase
 
 from gpuwarden.quantity import parse_quantity
 from libvgpu.paths import shim_path, sim_lib_dir
 from libvgpu.region import Region
-from libvgpu.sim import sim_env
 
 pytestmark = pytest.mark.k8s
 
@@ -52,46 +49,32 @@ MIB, GIB = 1 << 20, 1 << 30
 GROUP, V = "resource.k8s.io", "v1"
 
 
-class DriverProc:
+class DriverProc(PluginProcess):
     def __init__(self, folder: Path, node: Any, env: dict[str, str]) -> None:
-        self.folder, self.node, self.env = folder, node, env
-        self.log = folder / "draplugin.log"
+        super().__init__(folder / "draplugin.log", env)
+        self.folder, self.node = folder, node
         self.regions = folder / "regions"
-        self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> DriverProc:
         sim = Path(self.env["GPUWARDEN_SIM_STATE"]).parent
-        cmd = [sys.executable, "-m", "gpuwarden", "draplugin", "--node", self.node.name,
+        cmd = ["draplugin", "--node", self.node.name,
                "--kubeconfig", str(self.node.cp.admin_kubeconfig),
                "--kubelet-root", str(self.node.kubelet_root),
                "--cdi-dir", str(self.node.cdi_dir), "--state-dir", str(self.folder / "state"),
                "--libvgpu", str(shim_path()), "--region-root", str(self.regions),
                "--driver-mount", str(sim_lib_dir()), "--driver-mount", f"{sim}:rw",
                "--health-seconds", "1"]
-        with self.log.open("ab") as err:
-            self.proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.DEVNULL,
-                                         stderr=err, cwd=REPO)
+        self.launch(cmd)
         return self
 
     def text(self) -> str:
         return self.log.read_text()
 
-    def stop(self) -> int:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(15)
-        return int(self.proc.returncode)
 
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    folder = tmp_path_factory.mktemp("sim")
-    os.chmod(folder, 0o777)
-    env = dict(os.environ)
-    env.update(sim_env(folder / "gpu.state", devices=2, memory="8GiB"))
-    env["PYTHONPATH"] = str(REPO)
-    return env
+    return pod_sim_env(tmp_path_factory.mktemp("sim"))
 
 
 @pytest.fixture(scope="module")
