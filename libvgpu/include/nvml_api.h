@@ -118,6 +118,13 @@ typedef struct nvmlUtilization_st {
     unsigned int memory;
 } nvmlUtilization_t;
 
+typedef enum nvmlClockType_enum {
+    NVML_CLOCK_GRAPHICS = 0,
+    NVML_CLOCK_SM = 1,
+    NVML_CLOCK_MEM = 2,
+    NVML_CLOCK_VIDEO = 3
+} nvmlClockType_t;
+
 /* nvml_api_functions.h is an X-macro list, GW_NVML_FN(name, (params)), of the entry points
  * gpuwarden knows that return nvmlReturn_t.  Here it becomes the prototypes. */
 #define GW_NVML_FN(name, params) nvmlReturn_t name params;

@@ -30,3 +30,7 @@ GW_NVML_FN(nvmlDeviceGetProcessUtilization, (nvmlDevice_t device,
                                              unsigned int *processSamplesCount,
                                              unsigned long long lastSeenTimeStamp))
 GW_NVML_FN(nvmlDeviceGetUtilizationRates, (nvmlDevice_t device, nvmlUtilization_t *utilization))
+GW_NVML_FN(nvmlDeviceGetClockInfo, (nvmlDevice_t device, nvmlClockType_t type,
+                                    unsigned int *clock))
+GW_NVML_FN(nvmlDeviceGetPowerUsage, (nvmlDevice_t device, unsigned int *power))
+GW_NVML_FN(nvmlDeviceGetEnforcedPowerLimit, (nvmlDevice_t device, unsigned int *limit))

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -404,4 +405,89 @@ uint64_t gwsim_busy_between(const struct gwsim_state *st, unsigned dev, uint32_t
             busy += hi - lo;
     }
     return busy;
+}
+
+/* ---- DVFS (simstate.h) ---------------------------------------------------------------------- */
+
+static struct gwsim_dvfs_params g_dvfs;
+static pthread_once_t g_dvfs_once = PTHREAD_ONCE_INIT;
+
+static void dvfs_read(void)
+{
+    const char *v = getenv("GPUWARDEN_SIM_DVFS");
+    unsigned max = 0, sat = 0, win = 300;
+    double exponent = 1.0;
+    char tail = 0;
+    int n;
+    if (v == NULL || *v == '\0')
+        return;
+    n = sscanf(v, "%u,%u,%u,%lf%c", &max, &sat, &win, &exponent, &tail);
+    if (n < 2 || n > 4 || max == 0 || max > 10000u || sat == 0 || sat > max || win < 1 ||
+        win > 60000u || !(exponent >= 0.0 && exponent <= 2.0)) {
+        gwsim_error("GPUWARDEN_SIM_DVFS=\"%s\" is not valid: use MAX_MHZ,SAT_MHZ[,WINDOW_MS"
+                    "[,EXPONENT]] (0 < SAT_MHZ <= MAX_MHZ <= 10000, 1 <= WINDOW_MS <= 60000, "
+                    "0 <= EXPONENT <= 2); no DVFS", v);
+        return;
+    }
+    g_dvfs.sat_mhz = sat;
+    g_dvfs.window_ns = (uint64_t)win * 1000000ULL;
+    g_dvfs.exponent = exponent;
+    g_dvfs.max_mhz = max;
+}
+
+const struct gwsim_dvfs_params *gwsim_dvfs_params(void)
+{
+    pthread_once(&g_dvfs_once, dvfs_read);
+    return &g_dvfs;
+}
+
+/* Kernel time completed on a device by `now`: the timeline is serial, so what is still queued
+ * is exactly busy_until - now. */
+static uint64_t done_by(const struct gwsim_device *d, uint64_t now)
+{
+    uint64_t total = __atomic_load_n(&d->busy_total_ns, __ATOMIC_ACQUIRE);
+    uint64_t until = __atomic_load_n(&d->busy_until_ns, __ATOMIC_ACQUIRE);
+    uint64_t ahead = until > now ? until - now : 0;
+    return total > ahead ? total - ahead : 0;
+}
+
+uint32_t gwsim_dvfs_clock(unsigned dev, uint64_t now, uint32_t *power_mw)
+{
+    const struct gwsim_dvfs_params *p = gwsim_dvfs_params();
+    struct gwsim_state *st = gwsim_state();
+    double u, f, pdyn;
+
+    if (p->max_mhz == 0 || st == NULL || dev >= st->num_devices) {
+        if (power_mw != NULL)
+            *power_mw = GWSIM_POWER_IDLE_MW;
+        return p->max_mhz;
+    }
+    struct gwsim_dvfs *s = &st->dvfs[dev];
+    while (__atomic_exchange_n(&s->lock, 1u, __ATOMIC_ACQUIRE) != 0)
+        ;
+    uint64_t done = done_by(&st->dev[dev], now);
+    if (s->at_ns == 0 || now < s->at_ns) {
+        s->at_ns = now;
+        s->done_ns = done;
+    } else if (now > s->at_ns) {
+        double dt = (double)(now - s->at_ns);
+        double busy = done > s->done_ns ? (double)(done - s->done_ns) / dt : 0.0;
+        double a = exp(-dt / (double)p->window_ns);
+        busy = busy > 1.0 ? 1.0 : busy;
+        s->load_ppm = (uint64_t)((double)s->load_ppm * a + busy * 1e6 * (1.0 - a));
+        s->at_ns = now;
+        s->done_ns = done;
+    }
+    u = (double)s->load_ppm / 1e6;
+    __atomic_store_n(&s->lock, 0u, __ATOMIC_RELEASE);
+    f = u > 0.0 ? (double)p->sat_mhz * pow(u, -2.0 / 3.0) : (double)p->max_mhz;
+    if (f > (double)p->max_mhz)
+        f = (double)p->max_mhz;
+    if (power_mw != NULL) {
+        pdyn = (double)(GWSIM_POWER_LIMIT_MW - GWSIM_POWER_IDLE_MW) /
+               pow((double)p->sat_mhz / (double)p->max_mhz, 1.5);
+        *power_mw = (uint32_t)((double)GWSIM_POWER_IDLE_MW +
+                               u * pdyn * pow(f / (double)p->max_mhz, 1.5));
+    }
+    return (uint32_t)f;
 }

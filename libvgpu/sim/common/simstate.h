@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define GWSIM_MAGIC 0x5550474d49535747ULL /* "GWSIMGPU" little-endian */
-#define GWSIM_VERSION 1u
+#define GWSIM_VERSION 2u /* 2: the DVFS load (dvfs[]) */
 #define GWSIM_MAX_DEVICES 8u
 #define GWSIM_MAX_PROCS 256u
 #define GWSIM_RING 16384u /* kernel records kept per device */
@@ -55,6 +55,16 @@ struct gwsim_proc {
     uint32_t has_ctx[GWSIM_MAX_DEVICES]; /* 1 while the process holds a context there */
 };
 
+/* The load the DVFS model (GPUWARDEN_SIM_DVFS) sets the clock from: the device's busy share
+ * averaged exponentially over the window, updated by whoever reads it (under `lock`). */
+struct gwsim_dvfs {
+    uint32_t lock;     /* spin flag */
+    uint32_t reserved;
+    uint64_t at_ns;    /* when `load_ppm` was last brought up to date */
+    uint64_t done_ns;  /* kernel time completed on the device by then */
+    uint64_t load_ppm; /* busy share, averaged, in parts per million */
+};
+
 struct gwsim_state {
     uint64_t magic;
     uint32_t version;
@@ -64,6 +74,7 @@ struct gwsim_state {
     struct gwsim_device dev[GWSIM_MAX_DEVICES];
     struct gwsim_proc proc[GWSIM_MAX_PROCS];
     struct gwsim_kernel ring[GWSIM_MAX_DEVICES][GWSIM_RING];
+    struct gwsim_dvfs dvfs[GWSIM_MAX_DEVICES];
 };
 
 /* The mapped state, or NULL (after one clear message on stderr) when it cannot be used. */
@@ -86,6 +97,33 @@ uint64_t gwsim_timeline_push(unsigned dev, uint64_t duration_ns);
 /* Busy nanoseconds on a device within [from_ns, to_ns]; pid 0 = all processes. */
 uint64_t gwsim_busy_between(const struct gwsim_state *st, unsigned dev, uint32_t pid,
                             uint64_t from_ns, uint64_t to_ns);
+
+/* ---- DVFS: a power-capped GPU that clocks down under load ----------------------------------
+ * GPUWARDEN_SIM_DVFS=MAX_MHZ,SAT_MHZ[,WINDOW_MS[,EXPONENT]] (default off: a fixed clock, and NVML reports
+ * no clock or power).  The GPU draws IDLE + u * P * (f / MAX)^1.5 at busy share u and SM clock f
+ * (power ~ clock^1.5, as on an H200), and runs the highest clock that keeps that within the power
+ * limit; P is such that the saturated GPU (u = 1) runs SAT_MHZ at the limit.  So the clock is
+ * min(MAX, SAT * u^(-2/3)), u being the busy share averaged exponentially over WINDOW_MS
+ * (default 300; the power controller's time constant).  A kernel runs its nominal time (grid x
+ * GPUWARDEN_SIM_KERNEL_SCALE, at MAX_MHZ) x (MAX / f)^EXPONENT, f the clock when it is queued:
+ * EXPONENT 1 (the default) is a compute-bound kernel, time ~ 1/clock; 0 a memory-bound one; an
+ * H200's 4096² bf16 matmul moved with 0.60. */
+#define GWSIM_POWER_LIMIT_MW 700000u
+#define GWSIM_POWER_IDLE_MW 100000u
+
+struct gwsim_dvfs_params {
+    uint32_t max_mhz; /* 0: DVFS off */
+    uint32_t sat_mhz;
+    uint64_t window_ns;
+    double exponent;  /* kernel time ~ clock^-exponent */
+};
+
+/* The parameters, read once per process (a bad value: one message, DVFS off). */
+const struct gwsim_dvfs_params *gwsim_dvfs_params(void);
+
+/* The device's SM clock now (MHz; max_mhz when DVFS is off) and, when `power_mw` is not NULL,
+ * its power draw.  Brings the device's load up to date. */
+uint32_t gwsim_dvfs_clock(unsigned dev, uint64_t now_ns, uint32_t *power_mw);
 
 /* A device UUID as NVML and CUDA_VISIBLE_DEVICES write it ("GPU-xxxxxxxx-...", 40 chars). */
 #define GWSIM_UUID_TEXT 48

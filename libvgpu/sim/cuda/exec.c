@@ -1,4 +1,5 @@
 /* exec.c - streams, events, modules, kernel launches and graphs on the simulated timeline. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,11 +274,17 @@ static CUresult check_dims(unsigned gx, unsigned gy, unsigned gz, unsigned bx, u
     return CUDA_SUCCESS;
 }
 
-/* Queue one simulated kernel of gx*gy*gz microseconds (times the scale) on a stream.  Returns
+/* Queue one simulated kernel of gx*gy*gz microseconds (times the scale; longer while DVFS
+ * holds the clock below its highest, simstate.h) on a stream.  Returns
  * at once, unless the stream already holds GWSIM_QUEUE_DEPTH unfinished kernels. */
 static void push_kernel(struct CUstream_st *s, unsigned gx, unsigned gy, unsigned gz)
 {
     double us = (double)gx * (double)gy * (double)gz * g_sim.kernel_scale;
+    const struct gwsim_dvfs_params *dvfs = gwsim_dvfs_params();
+    if (dvfs->max_mhz != 0) /* DVFS: nominal at the highest clock, slower below it */
+        us *= pow((double)dvfs->max_mhz /
+                      gwsim_dvfs_clock((unsigned)s->ctx->device, gwsim_now_ns(), NULL),
+                  dvfs->exponent);
     uint64_t ns = (uint64_t)(us * 1000.0);
     pthread_mutex_lock(&g_sim.lock);
     uint64_t oldest = s->queued >= GWSIM_QUEUE_DEPTH ? s->ends[s->queued % GWSIM_QUEUE_DEPTH] : 0;

@@ -421,3 +421,52 @@ GWSIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     *processSamplesCount = n;
     return NVML_SUCCESS;
 }
+
+/* ---- clocks and power: the DVFS model (GPUWARDEN_SIM_DVFS, simstate.h) ---------------------- */
+/* Without GPUWARDEN_SIM_DVFS the simulated GPU reports neither (NVML_ERROR_NOT_SUPPORTED), as
+ * a GPU that does not expose them. */
+static nvmlReturn_t dvfs_device(nvmlDevice_t device, const void *out, unsigned *index)
+{
+    struct gwsim_state *st = ready();
+    if (st == NULL)
+        return NVML_ERROR_UNINITIALIZED;
+    if (device_of(st, device) == NULL || out == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (gwsim_dvfs_params()->max_mhz == 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *index = device->index;
+    return NVML_SUCCESS;
+}
+
+GWSIM_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type,
+                                                 unsigned int *clock)
+{
+    unsigned index = 0;
+    nvmlReturn_t rc = dvfs_device(device, clock, &index);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (type != NVML_CLOCK_SM && type != NVML_CLOCK_GRAPHICS)
+        return NVML_ERROR_NOT_SUPPORTED; /* no memory or video clocks are modelled */
+    *clock = gwsim_dvfs_clock(index, gwsim_now_ns(), NULL);
+    return NVML_SUCCESS;
+}
+
+GWSIM_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power)
+{
+    unsigned index = 0;
+    nvmlReturn_t rc = dvfs_device(device, power, &index);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    (void)gwsim_dvfs_clock(index, gwsim_now_ns(), power);
+    return NVML_SUCCESS;
+}
+
+GWSIM_EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit)
+{
+    unsigned index = 0;
+    nvmlReturn_t rc = dvfs_device(device, limit, &index);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    *limit = GWSIM_POWER_LIMIT_MW;
+    return NVML_SUCCESS;
+}
