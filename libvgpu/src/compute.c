@@ -39,6 +39,7 @@
 #define CLAIM_POLL_NS  100000ull   /* a low waiting for a claiming high re-checks this often */
 #define WATCH_NS       1000000ull  /* a high one with late work re-checks it this often */
 #define POOL           (2u * RING + 4u)
+#define CLOCKS         8u          /* NVML clock readings kept per device (the last 0.8 s) */
 
 uint32_t vgpu_compute_word;
 
@@ -60,6 +61,7 @@ struct pend {
     uint64_t cpu_ns;  /* CPU time of the real launch call */
     uint32_t chained; /* the queue was busy when `start` was recorded */
     uint32_t live;
+    uint64_t launched; /* CLOCK_MONOTONIC of the launch: its clock tag reads from there on */
 };
 
 struct cdev {
@@ -72,7 +74,10 @@ struct cdev {
     uint32_t sharing; /* another container is active on the GPU: pace in bursts (atomic) */
     uint64_t turn;    /* paced containers take turns: turn_pack(), 0 none (atomic) */
     uint64_t longest; /* charged cost of the longest recent launch, decaying (atomic) */
-    uint32_t scale_ppm; /* correction of charged costs: DVFS x busy feedback (atomic) */
+    uint32_t scale_ppm; /* correction of charged costs: the busy feedback (atomic) */
+    uint32_t ref_mhz;   /* f_sat: measured, else estimated from power, 0 none (atomic) */
+    uint64_t clocks[CLOCKS]; /* the clock thread's readings: ms << 16 | lim_clock_tag (atomic) */
+    uint32_t nclocks;        /* readings ever written (atomic) */
     /* the clock thread's own (limiter.h: DVFS correction, busy feedback) */
     nvmlDevice_t nvml;  /* NULL: none */
     uint32_t sat_mhz;   /* SM clock seen on the saturated GPU, 0 none yet */
@@ -287,7 +292,6 @@ static void clock_sample(struct cdev *c, uint64_t t, uint32_t mhz, int have_mhz,
     struct vgpu_compute_device *blk = __atomic_load_n(&c->blk, __ATOMIC_ACQUIRE);
     uint32_t limit = LD(&c->limit);
     uint64_t charged = LD(&blk->charged_ns);
-    uint32_t dvfs = LIM_SCALE_ONE;
     uint64_t scale;
 
     if (have_mhz) {
@@ -299,7 +303,13 @@ static void clock_sample(struct cdev *c, uint64_t t, uint32_t mhz, int have_mhz,
             if (e != 0)
                 c->est_mhz = c->est_mhz == 0 ? e : (uint32_t)(((uint64_t)c->est_mhz + e) / 2u);
         }
-        dvfs = lim_clock_scale_ppm(mhz, c->sat_mhz ? c->sat_mhz : c->est_mhz);
+        /* f_sat, and the clock kernels run at now: the cost estimates bring each sample from
+         * its clock to f_sat (limiter.h, clock section) */
+        uint32_t ref = c->sat_mhz ? c->sat_mhz : c->est_mhz, n = LD(&c->nclocks);
+        ST(&c->ref_mhz, ref);
+        ST(&c->clocks[n % CLOCKS],
+           (t / 1000000u) << 16 | (lim_clock_tag(mhz, util, ref) & 0xffffu));
+        __atomic_store_n(&c->nclocks, n + 1u, __ATOMIC_RELEASE);
     }
     /* Busy feedback: windows of FEEDBACK_WINDOW_NS, only while paced at one limit and alone on
      * the GPU (no other container present, not yielding) for FEEDBACK_SETTLE_NS already:
@@ -340,7 +350,7 @@ static void clock_sample(struct cdev *c, uint64_t t, uint32_t mhz, int have_mhz,
     }
     if (c->fb_ppm < LIM_FEEDBACK_MIN_PPM || c->fb_ppm > LIM_FEEDBACK_MAX_PPM)
         c->fb_ppm = LIM_SCALE_ONE;
-    scale = (uint64_t)dvfs * c->fb_ppm / LIM_SCALE_ONE;
+    scale = c->fb_ppm;
     ST(&c->scale_ppm, (uint32_t)scale);
     ST(&blk->cost_scale_ppm, (uint32_t)scale);
     ST(&blk->sat_mhz, c->sat_mhz);
@@ -828,6 +838,25 @@ static void pool_put(struct cdev *c, CUevent e)
         (void)vgpu_cu.cuEventDestroy_v2(e);
 }
 
+/* The clock a measured launch ran at: the highest of the clock thread's readings from the one
+ * before its launch on (0: none known).  The highest, because the estimate is the smallest of
+ * several samples brought to f_sat: a sample given too high a clock is charged more and left
+ * out of the smallest; one given too low a clock would be picked and under-charge. */
+static uint32_t clock_tag(const struct cdev *c, uint64_t launched)
+{
+    uint32_t n = __atomic_load_n(&c->nclocks, __ATOMIC_ACQUIRE), i, tag = 0;
+    uint64_t from = launched / 1000000u;
+
+    for (i = 0; i < CLOCKS && i < n; i++) {
+        uint64_t r = LD(&c->clocks[(n - 1u - i) % CLOCKS]);
+        uint32_t mhz = (uint32_t)(r & 0xffffu);
+        tag = mhz > tag ? mhz : tag;
+        if ((r >> 16) <= from) /* the reading before the launch: the clock it started at */
+            break;
+    }
+    return tag;
+}
+
 /* Takes finished measurements off the ring (oldest first), under c->lock. */
 static void poll_locked(struct cdev *c)
 {
@@ -853,7 +882,8 @@ static void poll_locked(struct cdev *c)
                 c->min_cpu_ns = m = m == 0 || p->cpu_ns < m ? p->cpu_ns : m + m / 256u;
                 ns = ns > m + ns / 8u ? ns - m : ns - ns / 8u;
             }
-            lim_cost_sample(&G.costs, p->key, ns);
+            lim_cost_sample(&G.costs, p->key, ns, clock_tag(c, p->launched),
+                            LD(&c->ref_mhz));
         }
         if (p->mark > LD(&c->completed))
             ST(&c->completed, p->mark);
@@ -969,7 +999,7 @@ static void gate(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d,
                  struct capture_mode *m)
 {
     struct cdev *c = &G.dev[d];
-    uint64_t est, wait, outstanding;
+    uint64_t est, raw = 0, wait, outstanding;
     CUcontext ctx = NULL;
     uint32_t limit;
     int known = 0;
@@ -1004,9 +1034,10 @@ static void gate(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d,
         outstanding = LD(&c->submitted) - LD(&c->completed);
     }
 
-    est = lim_cost_estimate(&G.costs, key, &known);
+    est = lim_cost_estimate(&G.costs, key, &known, &raw);
     if (limit != 0) {
-        /* Charged: the GPU time the launch would take on the saturated GPU (DVFS correction). */
+        /* Charged: the GPU time the launch would take on the saturated GPU (the estimate, DVFS
+         * corrected) times the busy feedback. */
         uint64_t charge = lim_scale_cost(est, LD(&c->scale_ppm));
         uint64_t turn = LD(&c->turn), longest = LD(&c->longest);
         int turns = turn != 0;
@@ -1034,7 +1065,7 @@ static void gate(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d,
             if (turns)
                 now = wait_turn(c, charge, now);
         }
-        ADD(&c->blk->charged_ns, est);
+        ADD(&c->blk->charged_ns, raw); /* as measured: the busy feedback compares it with NVML */
     }
     g->est = est;
     {
@@ -1077,6 +1108,7 @@ static void gate(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d,
             vgpu_cu.cuEventRecord(p->start, stream) == CUDA_SUCCESS) {
             p->key = key;
             p->live = 1;
+            p->launched = now;
             p->due = LD(&c->horizon);
             ST(&c->sampled_at, LD(&c->submitted));
             g->sample = (int)i;
@@ -1097,6 +1129,7 @@ static void gate(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d,
             vgpu_cu.cuEventRecord(p->start, stream) == CUDA_SUCCESS) {
             p->chained = 1; /* a full ring: the stream has work ahead */
             p->key = key;
+            p->launched = now;
             p->due = LD(&c->horizon);
             ST(&c->sampled_at, LD(&c->submitted));
             g->sample = (int)i;

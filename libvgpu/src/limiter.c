@@ -1,6 +1,7 @@
 /* The compute controller, pure (see limiter.h). */
 #include "limiter.h"
 
+#include <math.h>
 #include <strings.h>
 
 /* ---- pacer ------------------------------------------------------------------------------- */
@@ -128,36 +129,16 @@ uint64_t lim_turn_wait(struct lim_turn t, uint64_t now_ns, uint64_t queued_ns, u
 
 /* ---- clock (DVFS) correction ------------------------------------------------------------------ */
 
-static uint64_t isqrt64(uint64_t x)
-{
-    uint64_t r = 0;
-    uint64_t bit = 1ull << 62;
-
-    while (bit > x)
-        bit >>= 2;
-    while (bit != 0) {
-        if (x >= r + bit) {
-            x -= r + bit;
-            r = (r >> 1) + bit;
-        } else {
-            r >>= 1;
-        }
-        bit >>= 2;
-    }
-    return r;
-}
-
 uint32_t lim_clock_scale_ppm(uint32_t f_now_mhz, uint32_t f_sat_mhz)
 {
-    uint64_t s;
+    double r;
 
     if (f_now_mhz == 0 || f_sat_mhz == 0 || f_now_mhz <= f_sat_mhz)
         return LIM_SCALE_ONE;
-    /* sqrt(f_now / f_sat) * 1e6 = sqrt(f_now * 1e12 / f_sat); clocks are < 2^32 MHz */
-    s = isqrt64((uint64_t)f_now_mhz * 1000000000000ull / f_sat_mhz);
-    if (s > 16ull * LIM_SCALE_ONE) /* absurd readings: at most 16x */
-        s = 16ull * LIM_SCALE_ONE;
-    return s < LIM_SCALE_ONE ? LIM_SCALE_ONE : (uint32_t)s;
+    r = pow((double)f_now_mhz / f_sat_mhz, LIM_CLOCK_ALPHA);
+    if (r > 16.0) /* absurd readings: at most 16x */
+        return 16u * LIM_SCALE_ONE;
+    return (uint32_t)(r * LIM_SCALE_ONE);
 }
 
 uint32_t lim_sat_update(uint32_t f_sat_mhz, uint32_t f_now_mhz, uint32_t util_pct)
@@ -169,6 +150,13 @@ uint32_t lim_sat_update(uint32_t f_sat_mhz, uint32_t f_now_mhz, uint32_t util_pc
     if (f_now_mhz < f_sat_mhz)
         return (uint32_t)(((uint64_t)f_sat_mhz + f_now_mhz) / 2u);
     return (uint32_t)(((uint64_t)f_sat_mhz * 7u + f_now_mhz + 7u) / 8u);
+}
+
+uint32_t lim_clock_tag(uint32_t f_mhz, uint32_t util_pct, uint32_t ref_mhz)
+{
+    if (ref_mhz != 0)
+        return f_mhz >= ref_mhz ? f_mhz : 0u;
+    return util_pct >= LIM_EST_MIN_UTIL_PCT ? f_mhz : 0u;
 }
 
 uint32_t lim_sat_estimate(uint32_t f_now_mhz, uint32_t power_mw, uint32_t util_pct,
@@ -273,7 +261,8 @@ uint64_t lim_lowest(const uint64_t *v, uint32_t n)
     return low;
 }
 
-uint64_t lim_cost_estimate(const struct lim_cost_table *t, uint64_t key, int *known)
+uint64_t lim_cost_estimate(const struct lim_cost_table *t, uint64_t key, int *known,
+                           uint64_t *raw_ns)
 {
     uint32_t i;
 
@@ -282,12 +271,16 @@ uint64_t lim_cost_estimate(const struct lim_cost_table *t, uint64_t key, int *kn
         uint64_t k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
         if (k == key) {
             *known = 1;
+            if (raw_ns != NULL)
+                *raw_ns = __atomic_load_n(&e->raw_ns, __ATOMIC_RELAXED);
             return __atomic_load_n(&e->est_ns, __ATOMIC_RELAXED);
         }
         if (k == 0)
             break;
     }
     *known = 0;
+    if (raw_ns != NULL)
+        *raw_ns = __atomic_load_n(&t->fallback_raw_ns, __ATOMIC_RELAXED);
     return __atomic_load_n(&t->fallback_ns, __ATOMIC_RELAXED);
 }
 
@@ -313,20 +306,65 @@ static struct lim_cost_entry *cost_slot(struct lim_cost_table *t, uint64_t key)
     return victim;
 }
 
-uint32_t lim_cost_sample(struct lim_cost_table *t, uint64_t key, uint64_t sample_ns)
+/* The estimate of an entry whose window holds n samples (lim_cost_sample): *raw_ns gets the
+ * sample it comes from, as measured. */
+static uint64_t cost_of_window(const struct lim_cost_entry *e, uint32_t n, uint32_t sat_mhz,
+                               uint64_t *raw_ns)
+{
+    uint64_t v[LIM_COST_SAMPLES], raw[LIM_COST_SAMPLES];
+    uint32_t i, m = 0, tagged = 0, lo_new = 0, lo_old = 0;
+
+    for (i = 0; i < n; i++)
+        tagged |= e->mhz[i] != 0;
+    for (i = 0; i < n; i++) { /* newest first */
+        uint32_t j = (e->next + LIM_COST_SAMPLES - 1u - i) % LIM_COST_SAMPLES;
+        if (tagged && e->mhz[j] == 0)
+            continue;
+        raw[m] = e->samples[j];
+        v[m++] = lim_scale_cost(e->samples[j], lim_clock_scale_ppm(e->mhz[j], sat_mhz));
+    }
+    for (i = 1; i < m; i++) {
+        if (i < LIM_COST_RISE_SAMPLES) {
+            if (v[i] < v[lo_new])
+                lo_new = i;
+        } else if (i == LIM_COST_RISE_SAMPLES || v[i] < v[lo_old]) {
+            lo_old = i;
+        }
+    }
+    /* the newest few all rose: the kernel got slower, follow it; else the smallest of all */
+    if (m <= LIM_COST_RISE_SAMPLES ||
+        (v[lo_old] <= UINT64_MAX / (100u + LIM_COST_RISE_PCT) &&
+         v[lo_new] * 100u > v[lo_old] * (100u + LIM_COST_RISE_PCT)) ||
+        v[lo_new] <= v[lo_old]) {
+        *raw_ns = raw[lo_new];
+        return v[lo_new];
+    }
+    *raw_ns = raw[lo_old];
+    return v[lo_old];
+}
+
+uint32_t lim_cost_sample(struct lim_cost_table *t, uint64_t key, uint64_t sample_ns, uint32_t mhz,
+                         uint32_t sat_mhz)
 {
     struct lim_cost_entry *e = cost_slot(t, key);
     uint32_t n;
-    uint64_t fb;
+    uint64_t fb, est, raw = 0;
 
     e->samples[e->next] = sample_ns;
+    e->mhz[e->next] = mhz;
     e->next = (e->next + 1) % LIM_COST_SAMPLES;
     if (e->count < UINT32_MAX)
         e->count++;
     n = e->count < LIM_COST_SAMPLES ? e->count : LIM_COST_SAMPLES;
-    __atomic_store_n(&e->est_ns, lim_lowest(e->samples, n), __ATOMIC_RELAXED);
+    est = cost_of_window(e, n, sat_mhz, &raw);
+    __atomic_store_n(&e->est_ns, est, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->raw_ns, raw, __ATOMIC_RELAXED);
     __atomic_store_n(&e->key, key, __ATOMIC_RELEASE);
 
+    fb = __atomic_load_n(&t->fallback_raw_ns, __ATOMIC_RELAXED);
+    fb = fb == 0 ? sample_ns : fb - fb / 8u + sample_ns / 8u;
+    __atomic_store_n(&t->fallback_raw_ns, fb, __ATOMIC_RELAXED);
+    sample_ns = lim_scale_cost(sample_ns, lim_clock_scale_ppm(mhz, sat_mhz));
     fb = __atomic_load_n(&t->fallback_ns, __ATOMIC_RELAXED);
     fb = fb == 0 ? sample_ns : fb - fb / 8u + sample_ns / 8u;
     __atomic_store_n(&t->fallback_ns, fb, __ATOMIC_RELAXED);

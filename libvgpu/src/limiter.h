@@ -9,6 +9,8 @@
  *               sample is stretched, never shrunk, by other work on the GPU (another context's
  *               time slice, another container's queued kernels), so the smallest of a window
  *               is the kernel's own time as soon as one sample in the window ran unhindered.
+ *               When the last few samples all took longer than every earlier one, the kernel
+ *               itself got slower (the GPU clocked down): the estimate follows them.
  *  - turns:     windows of a period for paced containers that share a GPU, so that one context
  *               at a time has work queued (no time-slicing between them).
  *  - clock:     the DVFS correction of charged costs (measured or power-estimated f_sat).
@@ -98,13 +100,23 @@ uint64_t lim_turn_wait(struct lim_turn t, uint64_t now_ns, uint64_t queued_ns, u
  * charges a kernel the time it would take on the saturated GPU instead:
  *     charged = measured * (f_now / f_sat) ^ LIM_CLOCK_ALPHA     (never less than measured)
  * where f_sat is the SM clock this process saw while the GPU was saturated (utilisation >=
- * LIM_SAT_UTIL_PCT) and alpha = 1/2: kernel time moves with about the square root of the clock
- * ratio (4096² bf16 matmul on the H200: 175 us at 1980 MHz, 205.5 us at 1515 MHz: exponent
- * 0.60).  Without a saturated sample (f_sat 0) nothing is corrected. */
+ * LIM_SAT_UTIL_PCT) and alpha = 0.6, the H200's fit (4096² bf16 matmul: 175 us at 1980 MHz,
+ * 205.5 us at 1515 MHz; 1/2 before, which left 4096² at 10.3 / 31.1 / 51.8 / 72.7 % and 32768²
+ * at 9.6 / 31.0 / 52.0 % of the saturated throughput at 10 / 30 / 50, all a little above).
+ * Without a saturated sample (f_sat 0) nothing is corrected.
+ *
+ * f_now is the clock each *sample* ran at (lim_clock_tag; the cost estimates correct every
+ * sample as it comes in, lim_cost_sample), not the clock at the time of a launch: the estimate
+ * is the smallest of several samples, and samples from different clocks compare only once each
+ * is brought to f_sat (H200, 32768² bf16 matmuls: samples of 91 ms from 1980 MHz, corrected
+ * with the 1552 MHz the GPU ran at 70 %, gave 77.2 % of the saturated throughput there). */
 #define LIM_SAT_UTIL_PCT 95u
 #define LIM_SCALE_ONE    1000000u /* scale in parts per million */
 
-/* (f_now / f_sat) ^ 1/2 in ppm, at least LIM_SCALE_ONE; LIM_SCALE_ONE when either is 0. */
+#define LIM_CLOCK_ALPHA  0.6
+
+/* (f_now / f_sat) ^ LIM_CLOCK_ALPHA in ppm, at least LIM_SCALE_ONE (at most 16x); LIM_SCALE_ONE
+ * when either is 0. */
 uint32_t lim_clock_scale_ppm(uint32_t f_now_mhz, uint32_t f_sat_mhz);
 
 /* One NVML sample (SM clock, GPU utilisation %) folded into f_sat.  Saturated samples below
@@ -112,6 +124,12 @@ uint32_t lim_clock_scale_ppm(uint32_t f_now_mhz, uint32_t f_sat_mhz);
  * saturating; a low f_sat charges more, the safe side); samples above move it up by 1/8; the
  * first one sets it; unsaturated samples leave it. */
 uint32_t lim_sat_update(uint32_t f_sat_mhz, uint32_t f_now_mhz, uint32_t util_pct);
+
+/* What one NVML sample (SM clock, GPU utilisation) says of the clock kernels ran at: the clock
+ * when it is at least f_sat (`ref_mhz`: a loaded GPU never runs below its saturated clock), or,
+ * before f_sat is known, when the GPU was at least LIM_EST_MIN_UTIL_PCT busy; 0 (nothing)
+ * otherwise: an idle GPU's clock (H200: 345 MHz) is no kernel's. */
+uint32_t lim_clock_tag(uint32_t f_mhz, uint32_t util_pct, uint32_t ref_mhz);
 
 /* f_sat estimated before the GPU was ever seen saturated (a container paced from its first
  * launch on): one NVML sample of the SM clock, the power draw, the GPU's utilisation and its
@@ -157,13 +175,23 @@ uint32_t lim_busy_feedback(uint32_t k_ppm, uint64_t busy_ns, uint64_t charged_ns
 #define LIM_COST_SLOTS   1024u /* power of two */
 #define LIM_COST_SAMPLES 16u   /* the estimate is the smallest of the last this many */
 #define LIM_COST_PROBES  8u
+/* ... unless the last LIM_COST_RISE_SAMPLES all took LIM_COST_RISE_PCT longer than the smallest
+ * before them: then it is the smallest of those.  Samples stretched by other work come and go;
+ * a clock that dropped (a power-capped GPU loaded more: H200, 32768² bf16 matmuls of 91 ms at
+ * 1980 MHz ran at 1552 MHz at a 70 % limit) slows every kernel from then on.  Measured one by
+ * one, 100-ms kernels filled the 16-sample window for 2.3 s after such a drop (a limit phase's
+ * length), and the estimate kept their time from the higher clock: 77.2 % at 70. */
+#define LIM_COST_RISE_SAMPLES 4u
+#define LIM_COST_RISE_PCT     3u
 
 struct lim_cost_entry {
     uint64_t key;     /* 0 = empty; atomically published */
-    uint64_t est_ns;  /* smallest of samples[]; atomically published */
+    uint64_t est_ns;  /* the estimate at f_sat (lim_cost_sample); atomically published */
+    uint64_t raw_ns;  /* the sample it comes from, as measured; atomically published */
     uint32_t count;   /* samples taken (saturating) */
     uint32_t next;    /* ring position */
     uint64_t samples[LIM_COST_SAMPLES];
+    uint32_t mhz[LIM_COST_SAMPLES]; /* the clock each ran at (lim_clock_tag), 0 unknown */
 };
 
 /* Process-local.  Readers (lim_cost_estimate) may run concurrently with one writer
@@ -171,17 +199,27 @@ struct lim_cost_entry {
 struct lim_cost_table {
     struct lim_cost_entry slot[LIM_COST_SLOTS];
     uint64_t fallback_ns; /* estimate for a signature never measured: a running mean */
+    uint64_t fallback_raw_ns; /* ... of the samples as measured */
 };
 
 /* Signature of a kernel launch: function and geometry, or a graph exec handle. */
 uint64_t lim_cost_key(uint64_t fn, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by,
                       uint32_t bz, uint32_t shmem);
 
-/* Estimated GPU ns of a launch with `key`; sets *known to 1 when the key has a sample. */
-uint64_t lim_cost_estimate(const struct lim_cost_table *t, uint64_t key, int *known);
+/* Estimated GPU ns of a launch with `key` on the saturated GPU; sets *known to 1 when the key has
+ * a sample, and *raw_ns (when not NULL) to the GPU time of the sample the estimate comes from,
+ * at the clock it ran at (what NVML's busy time counts). */
+uint64_t lim_cost_estimate(const struct lim_cost_table *t, uint64_t key, int *known,
+                           uint64_t *raw_ns);
 
-/* Adds one measured sample; returns the number of samples the key now has (saturating). */
-uint32_t lim_cost_sample(struct lim_cost_table *t, uint64_t key, uint64_t sample_ns);
+/* Adds one measured sample that ran at clock `mhz` (lim_clock_tag; 0 unknown) and re-estimates
+ * the key: each sample of the window brought to f_sat (`sat_mhz`, 0 unknown: as measured) with
+ * lim_clock_scale_ppm, then the smallest of them, or of the last LIM_COST_RISE_SAMPLES when
+ * those all rose; samples of unknown clock count only while none in the window has one (they
+ * may come from any clock: before the clock thread's first reading, say).  Returns the number
+ * of samples the key now has (saturating). */
+uint32_t lim_cost_sample(struct lim_cost_table *t, uint64_t key, uint64_t sample_ns, uint32_t mhz,
+                         uint32_t sat_mhz);
 
 /* Smallest of n (<= LIM_COST_SAMPLES) values, 0 for none. */
 uint64_t lim_lowest(const uint64_t *v, uint32_t n);

@@ -14,9 +14,11 @@ it is NVML's GPU busy share.  A phase is within target when its share is within 
 limit, or, where the shape alone (unlimited) uses less than the limit, when its throughput is at
 least 95 % of the unlimited one.
 
-Sections: `shapes` (the sweep), `shared` (two containers 30 + 70 under `default`, then the 30 one
-idles and resumes), `priority` (a high-priority container beside a low one), `probe` (event and
-graph timings of each matmul size without libvgpu).  Workers are this file (`worker`).
+Sections: `shapes` (the sweep), `cold` (containers paced from their first launch: the share of
+the first second, the second one and seconds 2-4, each on its own, against a fresh unlimited
+container), `shared` (two containers 30 + 70 under `default`, then the 30 one idles and resumes),
+`priority` (a high-priority container beside a low one), `probe` (event and graph timings of each
+matmul size without libvgpu).  Workers are this file (`worker`).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ sys.path.insert(0, str(HERE))
 from bench_compute import Gpu, _gpu_name  # noqa: E402
 
 LIMITS = (10, 30, 50, 70)
-SECTIONS = ("probe", "shapes", "shared", "priority")
+SECTIONS = ("probe", "shapes", "cold", "shared", "priority")
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,7 @@ def worker(args: argparse.Namespace) -> int:
 
     shape = Shape(**json.loads(args.shape))
     step, per_call = build(shape)
-    for _ in range(5):
+    for _ in range(0 if args.cold else 5):  # cold: the phases start with the first steps
         step()
     torch.cuda.synchronize()
     region = None
@@ -188,7 +190,7 @@ def worker(args: argparse.Namespace) -> int:
             print(json.dumps({"limit": limit, "t1": t0, "t2": t_next, "steps_per_s": 0.0}))
             continue
         n = 0
-        while time.monotonic() < t0 + args.warm:
+        while not args.cold and time.monotonic() < t0 + args.warm:
             step()
             n += 1
             if sync_every and n % sync_every == 0:
@@ -318,9 +320,11 @@ class Runner:
         env.update(extra)
         return env
 
-    def start(self, shape: Shape, phases: str, env: dict[str, str], start_at: float):
+    def start(self, shape: Shape, phases: str, env: dict[str, str], start_at: float,
+              cold: bool = False):
         cmd = [sys.executable, __file__, "worker", "--shape", json.dumps(asdict(shape)),
                f"--phases={phases}", "--start-at", str(start_at), "--warm", str(self.warm_s)]
+        cmd += ["--cold"] if cold else []
         return [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True) for _ in range(shape.procs)]
 
@@ -368,7 +372,8 @@ def judge(limit: int, share: float | None, alone_share: float | None, rate: floa
     return abs(share - limit) <= 5
 
 
-def bench_shapes(r: Runner, shapes: tuple[Shape, ...]) -> list[dict]:
+def bench_shapes(r: Runner, shapes: tuple[Shape, ...], limits: tuple[int, ...] = LIMITS
+                 ) -> list[dict]:
     refs: dict[tuple[int, int], float] = {}
     out = []
     for shape in shapes:
@@ -381,7 +386,7 @@ def bench_shapes(r: Runner, shapes: tuple[Shape, ...]) -> list[dict]:
         # unlimited phases between the limited ones: a host's speed drifts within a run (the
         # last unlimited phase ran up to 30 % faster than the first), so each limited phase is
         # compared with the unlimited phases on either side of it
-        phases = ",".join([f"0:{ph}"] + [f"{lim}:{ph},0:{ph}" for lim in LIMITS])
+        phases = ",".join([f"0:{ph}"] + [f"{lim}:{ph},0:{ph}" for lim in limits])
         res = r.run(shape, phases, r.container(GPU_CORE_UTILIZATION_POLICY="force"))
 
         def share(p: dict, ref: float | None = ref) -> float | None:
@@ -417,6 +422,48 @@ def bench_shapes(r: Runner, shapes: tuple[Shape, ...]) -> list[dict]:
                "alone": [{k: v for k, v in p.items() if k not in ("t1", "t2")} for p in alone],
                "points": points}
         print(json.dumps(row), flush=True)
+        out.append(row)
+    return out
+
+
+# Cold start: a container paced from its first launch (`force`), against a fresh unlimited one.
+COLD = (
+    (Shape("mm", 4096, sync=4), 70),
+    (Shape("mm", 32768, sync=1), 70),
+    (Shape("mm", 1024, sync=1), 30),  # launch-bound: alone it stays below the limit
+    (Shape("model", 1, seq=64), 30),
+)
+COLD_PHASES = ((0.0, 1.0), (1.0, 2.0), (2.0, 4.0))  # seconds after the first step
+
+
+def bench_cold(r: Runner) -> list[dict]:
+    out = []
+    phases = ",".join(f"-1:{b - a}" for a, b in COLD_PHASES)
+    for shape, limit in COLD:
+        ref = saturated(r, shape.size, shape.streams) if shape.kind == "mm" else None
+        runs = {}
+        for lim in (0, limit):
+            env = r.container(GPU_CORE_UTILIZATION_POLICY="force", CUDA_DEVICE_SM_LIMIT=str(lim))
+            runs[lim] = r.results(r.start(shape, phases, env, 0.0, cold=True))
+        points = []
+        for (a, b), alone, held in zip(COLD_PHASES, runs[0], runs[limit], strict=True):
+            share = (100 * held["steps_per_s"] / ref) if ref else held.get("gpu_busy_pct")
+            alone_share = (100 * alone["steps_per_s"] / ref) if ref else alone.get(
+                "gpu_busy_pct")
+            points.append({
+                "seconds": f"{a:g}-{b:g}",
+                "share_pct": None if share is None else round(share, 1),
+                "alone_share_pct": None if alone_share is None else round(alone_share, 1),
+                "pct_of_alone": round(100 * held["steps_per_s"] / alone["steps_per_s"], 1),
+                "ok": judge(limit, share, alone_share, held["steps_per_s"],
+                            alone["steps_per_s"]),
+                "sm_mhz": held.get("sm_mhz"),
+                "cost_scale": held.get("cost_scale"),
+            })
+        row = {"shape": shape.name, "limit": limit, "saturated_steps_per_s": ref,
+               "share_basis": "throughput / saturated" if ref else "NVML GPU busy",
+               "points": points, "raw": runs}
+        print(json.dumps({k: v for k, v in row.items() if k != "raw"}), flush=True)
         out.append(row)
     return out
 
@@ -481,9 +528,10 @@ def markdown(res: dict) -> str:
                          f"{p['chained_event_us_min']} / {p['chained_event_us_p50']} |")
         lines.append("")
     if res.get("shapes"):
-        lines += ["| shape (force) | alone: share % (basis) | 10 | 30 | 50 | 70 | "
-                  "% of alone at 10/30/50/70 | all within target |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lims = [str(p["limit"]) for p in res["shapes"][0]["points"]]
+        lines += ["| shape (force) | alone: share % (basis) | " + " | ".join(lims) + " | "
+                  f"% of alone at {'/'.join(lims)} | all within target |",
+                  "| --- | --- | " + "--- | " * len(lims) + "--- | --- |"]
         for s in res["shapes"]:
             pts = s["points"]
             cells = [f"{p['share_pct']}{'' if p['ok'] else ' ✗'}" for p in pts]
@@ -492,6 +540,20 @@ def markdown(res: dict) -> str:
                 + " | ".join(cells)
                 + f" | {' / '.join(str(p['pct_of_alone']) for p in pts)} | "
                 f"{all(p['ok'] for p in pts)} |")
+        lines.append("")
+    if res.get("cold"):
+        heads = [p["seconds"] for p in res["cold"][0]["points"]]
+        lines += ["| paced from the first launch (force) | limit | share % in s "
+                  + " / ".join(heads) + " | unlimited, same seconds | % of unlimited |",
+                  "| --- | --- | --- | --- | --- |"]
+        for c in res["cold"]:
+            pts = c["points"]
+            lines.append(
+                f"| {c['shape']} ({'tput' if c['saturated_steps_per_s'] else 'busy'}) | "
+                f"{c['limit']} | "
+                + " / ".join(f"{p['share_pct']}{'' if p['ok'] else ' ✗'}" for p in pts)
+                + " | " + " / ".join(str(p["alone_share_pct"]) for p in pts)
+                + " | " + " / ".join(str(p["pct_of_alone"]) for p in pts) + " |")
         lines.append("")
     sh = res.get("shared")
     if sh:
@@ -519,14 +581,17 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--phases", required=True, help="LIMIT:SECONDS,... (-1 as is, -2 idle)")
     w.add_argument("--start-at", type=float, default=0.0)
     w.add_argument("--warm", type=float, default=0.7)
+    w.add_argument("--cold", action="store_true", help="no warm-up: measure from the first step")
     pr = sub.add_parser("probe")
     pr.add_argument("--sizes", type=int, nargs="+", default=[256, 1024, 2048, 4096, 8192])
     ap.add_argument("--out", type=Path, default=Path("bench_compute_shapes_out"))
-    ap.add_argument("--only", default="shapes,shared,priority",
+    ap.add_argument("--only", default="shapes,cold,shared,priority",
                     help=f"comma list of sections, of: {', '.join(SECTIONS)}")
     ap.add_argument("--shapes", default="", help="comma list of shape indexes to run (default all)")
     ap.add_argument("--phase", type=float, default=2.0, help="seconds per phase")
     ap.add_argument("--warm", type=float, default=0.7, help="seconds of a phase not measured")
+    ap.add_argument("--limits", default=",".join(map(str, LIMITS)),
+                    help="comma list of the limits each shape goes through (percent, 1..99)")
     args = ap.parse_args(argv)
     if args.cmd == "worker":
         return worker(args)
@@ -540,6 +605,12 @@ def main(argv: list[str] | None = None) -> int:
         shapes = tuple(SHAPES[i] for i in idx)
     except (ValueError, IndexError):
         ap.error(f"--shapes {args.shapes!r}: indexes 0..{len(SHAPES) - 1}, comma separated")
+    try:
+        limits = tuple(int(x) for x in args.limits.split(",") if x)
+    except ValueError:
+        limits = ()
+    if not limits or not all(1 <= x <= 99 for x in limits):
+        ap.error(f"--limits {args.limits!r}: percentages 1..99, comma separated")
     t0 = time.monotonic()
     gpu = Gpu()
     res: dict = {"machine": f"{platform.node()} ({_gpu_name()})",
@@ -554,7 +625,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-shapes-") as tmp:
         r = Runner(Path(tmp), gpu, args.phase, args.warm)
         if "shapes" in only:
-            res["shapes"] = bench_shapes(r, shapes)
+            res["shapes"] = bench_shapes(r, shapes, limits)
+        if "cold" in only:
+            res["cold"] = bench_cold(r)
         if "shared" in only:
             res["shared"] = bench_shared(r)
         if "priority" in only:

@@ -41,7 +41,7 @@ def limiter_driver(tmp_path_factory: pytest.TempPathFactory) -> Driver:
     assert cc, "a C compiler (cc) is needed to build tests/compute/limiter_driver.c"
     exe = tmp_path_factory.mktemp("compute") / "limiter_driver"
     cmd = [cc, *CFLAGS, f"-I{SRC}", str(SRC / "limiter.c"), str(HERE / "limiter_driver.c"),
-           "-o", str(exe)]
+           "-lm", "-o", str(exe)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, f"{' '.join(cmd)}\n{done.stderr}"
     return Driver(exe)

@@ -14,7 +14,10 @@
  *       prints the verdict for every combination of the inputs of lim_decide.
  *   limiter_driver parse pct|policy|priority VALUE
  *   limiter_driver lowest V1 [V2 ...]
- *   limiter_driver cost SAMPLE...          (one key; prints the estimate after each sample)
+ *   limiter_driver cost [sat=MHZ] SAMPLE[@MHZ]...
+ *       one key; after each sample (ns, run at clock MHZ, default unknown) prints the estimate
+ *       at f_sat MHZ (default unknown), whether the key is known, and the raw sample behind it
+ *   limiter_driver clocktag MHZ UTIL REF_MHZ  (prints lim_clock_tag)
  *   limiter_driver clockscale F_NOW F_SAT  (prints lim_clock_scale_ppm)
  *   limiter_driver sat UTIL:MHZ...         (prints f_sat after each NVML sample)
  *   limiter_driver feedback K_PPM BUSY_NS CHARGED_NS WINDOW_NS [ROUNDS]
@@ -162,13 +165,17 @@ static int cmd_cost(int n, char **a)
 {
     static struct lim_cost_table table;
     uint64_t key = lim_cost_key(0x1234, 1, 2, 3, 4, 5, 6, 7);
-    int known = 0, i;
+    uint32_t sat = 0;
+    int known = 0, i = 0;
 
-    for (i = 0; i < n; i++) {
-        uint64_t est;
-        lim_cost_sample(&table, key, arg_u64(a[i]));
-        est = lim_cost_estimate(&table, key, &known);
-        printf("%llu %d\n", (unsigned long long)est, known);
+    if (n > 0 && strncmp(a[0], "sat=", 4) == 0)
+        sat = (uint32_t)arg_u64(a[i++] + 4);
+    for (; i < n; i++) {
+        const char *at = strchr(a[i], '@');
+        uint64_t est, raw = 0;
+        lim_cost_sample(&table, key, arg_u64(a[i]), at ? (uint32_t)arg_u64(at + 1) : 0u, sat);
+        est = lim_cost_estimate(&table, key, &known, &raw);
+        printf("%llu %d %llu\n", (unsigned long long)est, known, (unsigned long long)raw);
     }
     return 0;
 }
@@ -245,6 +252,11 @@ int main(int argc, char **argv)
         return cmd_cost(argc - 2, argv + 2);
     if (argc == 4 && strcmp(argv[1], "clockscale") == 0) {
         printf("%u\n", lim_clock_scale_ppm((uint32_t)arg_u64(argv[2]), (uint32_t)arg_u64(argv[3])));
+        return 0;
+    }
+    if (argc == 5 && strcmp(argv[1], "clocktag") == 0) {
+        printf("%u\n", lim_clock_tag((uint32_t)arg_u64(argv[2]), (uint32_t)arg_u64(argv[3]),
+                                     (uint32_t)arg_u64(argv[4])));
         return 0;
     }
     if (argc >= 3 && strcmp(argv[1], "sat") == 0)

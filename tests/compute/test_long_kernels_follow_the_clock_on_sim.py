@@ -17,7 +17,7 @@ MAX_MHZ, SAT_MHZ, EXPONENT = 1980, 1200, 0.6  # kernel time ~ clock^-0.6, as an 
 KERNEL_US = 100_000  # at the highest clock
 # the same kernel on the saturated GPU: what "share of the saturated throughput" divides by
 SAT_KERNEL_NS = KERNEL_US * 1000 * (MAX_MHZ / SAT_MHZ) ** EXPONENT
-DVFS = f"{MAX_MHZ},{SAT_MHZ},300,{EXPONENT}"
+DVFS = f"{MAX_MHZ},{SAT_MHZ},1000,{EXPONENT}"
 
 
 def throughput_share(launches: list[int], start: int, end: int) -> float:

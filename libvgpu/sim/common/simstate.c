@@ -345,7 +345,7 @@ void gwsim_uncharge(unsigned dev, uint64_t bytes)
     __atomic_fetch_sub(&st->dev[dev].used_bytes, bytes, __ATOMIC_ACQ_REL);
 }
 
-uint64_t gwsim_timeline_push(unsigned dev, uint64_t duration_ns)
+uint64_t gwsim_timeline_push(unsigned dev, uint64_t duration_ns, uint32_t mhz)
 {
     struct gwsim_state *st = gwsim_state();
     struct gwsim_proc *self = gwsim_self();
@@ -366,6 +366,7 @@ uint64_t gwsim_timeline_push(unsigned dev, uint64_t duration_ns)
     k->start_ns = start;
     k->end_ns = end;
     k->pid = self ? (uint32_t)self->pid : 0;
+    k->mhz = mhz;
     __atomic_store_n(&k->seq, pos + 1, __ATOMIC_RELEASE);
     __atomic_fetch_add(&d->busy_total_ns, duration_ns, __ATOMIC_ACQ_REL);
     if (self != NULL)
@@ -490,4 +491,27 @@ uint32_t gwsim_dvfs_clock(unsigned dev, uint64_t now, uint32_t *power_mw)
                                u * pdyn * pow(f / (double)p->max_mhz, 1.5));
     }
     return (uint32_t)f;
+}
+
+uint32_t gwsim_dvfs_clock_now(unsigned dev, uint64_t now)
+{
+    struct gwsim_state *st = gwsim_state();
+    uint32_t f = gwsim_dvfs_clock(dev, now, NULL);
+    if (f == 0 || st == NULL || dev >= st->num_devices)
+        return f;
+    uint64_t head = __atomic_load_n(&st->dev[dev].ring_head, __ATOMIC_ACQUIRE);
+    uint64_t oldest = head > GWSIM_RING ? head - GWSIM_RING : 0;
+    /* the running kernel is at most a queue's depth (per stream) back from the newest */
+    for (uint64_t pos = head, seen = 0; pos > oldest && seen < 4096; pos--, seen++) {
+        const struct gwsim_kernel *k = &st->ring[dev][(pos - 1) % GWSIM_RING];
+        if (__atomic_load_n(&k->seq, __ATOMIC_ACQUIRE) != pos)
+            continue;
+        uint64_t s = k->start_ns, e = k->end_ns;
+        uint32_t mhz = k->mhz;
+        if (e <= now)
+            break; /* records are in start order: nothing older runs now */
+        if (s <= now && mhz != 0)
+            return mhz;
+    }
+    return f;
 }

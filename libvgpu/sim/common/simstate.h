@@ -31,7 +31,7 @@ struct gwsim_kernel {
     uint64_t start_ns; /* CLOCK_MONOTONIC */
     uint64_t end_ns;
     uint32_t pid;
-    uint32_t reserved;
+    uint32_t mhz;      /* the SM clock it runs at (DVFS), 0 without DVFS */
 };
 
 struct gwsim_device {
@@ -91,8 +91,9 @@ void gwsim_reclaim_dead(struct gwsim_state *st);
 int gwsim_charge(unsigned dev, uint64_t bytes);
 void gwsim_uncharge(unsigned dev, uint64_t bytes);
 
-/* Queue a kernel of duration_ns on the device's timeline; returns its end time. */
-uint64_t gwsim_timeline_push(unsigned dev, uint64_t duration_ns);
+/* Queue a kernel of duration_ns, run at SM clock mhz (0: no DVFS), on the device's timeline;
+ * returns its end time. */
+uint64_t gwsim_timeline_push(unsigned dev, uint64_t duration_ns, uint32_t mhz);
 
 /* Busy nanoseconds on a device within [from_ns, to_ns]; pid 0 = all processes. */
 uint64_t gwsim_busy_between(const struct gwsim_state *st, unsigned dev, uint32_t pid,
@@ -121,9 +122,12 @@ struct gwsim_dvfs_params {
 /* The parameters, read once per process (a bad value: one message, DVFS off). */
 const struct gwsim_dvfs_params *gwsim_dvfs_params(void);
 
-/* The device's SM clock now (MHz; max_mhz when DVFS is off) and, when `power_mw` is not NULL,
- * its power draw.  Brings the device's load up to date. */
+/* The clock the device would run a kernel at now (MHz; max_mhz when DVFS is off) and, when
+ * `power_mw` is not NULL, its power draw, averaged like the load.  Brings the load up to date. */
 uint32_t gwsim_dvfs_clock(unsigned dev, uint64_t now_ns, uint32_t *power_mw);
+
+/* The SM clock NVML reports: that of the kernel running now, else gwsim_dvfs_clock. */
+uint32_t gwsim_dvfs_clock_now(unsigned dev, uint64_t now_ns);
 
 /* A device UUID as NVML and CUDA_VISIBLE_DEVICES write it ("GPU-xxxxxxxx-...", 40 chars). */
 #define GWSIM_UUID_TEXT 48

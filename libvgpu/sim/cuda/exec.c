@@ -281,17 +281,18 @@ static void push_kernel(struct CUstream_st *s, unsigned gx, unsigned gy, unsigne
 {
     double us = (double)gx * (double)gy * (double)gz * g_sim.kernel_scale;
     const struct gwsim_dvfs_params *dvfs = gwsim_dvfs_params();
-    if (dvfs->max_mhz != 0) /* DVFS: nominal at the highest clock, slower below it */
-        us *= pow((double)dvfs->max_mhz /
-                      gwsim_dvfs_clock((unsigned)s->ctx->device, gwsim_now_ns(), NULL),
-                  dvfs->exponent);
+    uint32_t mhz = 0;
+    if (dvfs->max_mhz != 0) { /* DVFS: nominal at the highest clock, slower below it */
+        mhz = gwsim_dvfs_clock((unsigned)s->ctx->device, gwsim_now_ns(), NULL);
+        us *= pow((double)dvfs->max_mhz / mhz, dvfs->exponent);
+    }
     uint64_t ns = (uint64_t)(us * 1000.0);
     pthread_mutex_lock(&g_sim.lock);
     uint64_t oldest = s->queued >= GWSIM_QUEUE_DEPTH ? s->ends[s->queued % GWSIM_QUEUE_DEPTH] : 0;
     pthread_mutex_unlock(&g_sim.lock);
     if (oldest > gwsim_now_ns())
         gwsim_sleep_until(oldest); /* the queue is full: wait for a slot, like the driver */
-    uint64_t end = gwsim_timeline_push((unsigned)s->ctx->device, ns);
+    uint64_t end = gwsim_timeline_push((unsigned)s->ctx->device, ns, mhz);
     pthread_mutex_lock(&g_sim.lock);
     s->ends[s->queued % GWSIM_QUEUE_DEPTH] = end;
     s->queued++;

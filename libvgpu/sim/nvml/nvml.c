@@ -447,7 +447,7 @@ GWSIM_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockT
         return rc;
     if (type != NVML_CLOCK_SM && type != NVML_CLOCK_GRAPHICS)
         return NVML_ERROR_NOT_SUPPORTED; /* no memory or video clocks are modelled */
-    *clock = gwsim_dvfs_clock(index, gwsim_now_ns(), NULL);
+    *clock = gwsim_dvfs_clock_now(index, gwsim_now_ns());
     return NVML_SUCCESS;
 }
 
