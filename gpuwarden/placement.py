@@ -125,7 +125,8 @@ class ContainerRequest:
 
     def memory_on(self, device: GpuDevice) -> int:
         """The container's memory limit (MiB) on this GPU: percentages and caps applied."""
-        return self.rule.memory_limit_bytes(device.memory_mib * MIB) // MIB
+        total = device.memory_mib * MIB
+        return self.rule.memory_limit(total).within(total) // MIB
 
     def oversize(self, device: GpuDevice) -> bool:
         """Asks more MiB than the GPU has, with no cap that brings it down: never fits (the

@@ -11,18 +11,19 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
+from policy.limit import MIB, UNLIMITED, MemoryLimit
+
 __all__ = [
     "MIB",
     "Action",
     "CorePolicy",
     "EffectiveRule",
+    "MemoryLimit",
     "Mode",
     "ResourceRequest",
     "ViolationResponse",
     "Workload",
 ]
-
-MIB = 1 << 20
 
 Action = Literal["alert", "terminate", "kill"]
 AlertSeverity = Literal["info", "warning", "critical"]
@@ -116,7 +117,7 @@ class EffectiveRule:
 
     Memory: exactly one of `gpumem_mib` / `gpumem_percentage` is set, or neither (the whole GPU).
     A cap written in the other unit than the request cannot be applied without the GPU's size; it
-    is kept in `gpumem_cap_mib` / `gpumem_cap_percentage` and `memory_limit_bytes` applies it.
+    is kept in `gpumem_cap_mib` / `gpumem_cap_percentage` and `memory_limit` applies it.
     """
 
     denied: str | None
@@ -137,10 +138,16 @@ class EffectiveRule:
     # Per field, one sentence on how the value came about (explain prints these).
     reasons: dict[str, str] = field(default_factory=dict)
 
-    def memory_limit_bytes(self, gpu_total_bytes: int) -> int:
-        """The per-GPU memory limit in bytes on a GPU of `gpu_total_bytes`."""
+    def memory_limit(self, gpu_total_bytes: int | None) -> MemoryLimit:
+        """The memory limit on one GPU of `gpu_total_bytes` (after the caps, never above the
+        GPU). None: the GPU's size is unknown, so only absolute sizes (the request's and the
+        MiB cap) can apply; a rule with neither is then unlimited."""
+        if gpu_total_bytes is None:
+            known = [m * MIB for m in (self.gpumem_mib, self.gpumem_cap_mib) if m is not None]
+            return MemoryLimit(min(known)) if known else UNLIMITED
         if gpu_total_bytes < 0:
-            raise ValueError(f"gpu_total_bytes must be >= 0, got {gpu_total_bytes}")
+            raise ValueError(f"gpu_total_bytes must be >= 0 (or None: unknown), got "
+                             f"{gpu_total_bytes}")
         if self.gpumem_mib is not None:
             limit = self.gpumem_mib * MIB
         elif self.gpumem_percentage is not None:
@@ -151,7 +158,12 @@ class EffectiveRule:
             limit = min(limit, self.gpumem_cap_mib * MIB)
         if self.gpumem_cap_percentage is not None:
             limit = min(limit, gpu_total_bytes * self.gpumem_cap_percentage // 100)
-        return min(limit, gpu_total_bytes)
+        return MemoryLimit(min(limit, gpu_total_bytes))
+
+    def memory_limit_bytes(self, gpu_total_bytes: int) -> int:
+        """`memory_limit` on a GPU of known size, in bytes (for the agent's admission until it
+        reads `memory_limit`)."""
+        return self.memory_limit(gpu_total_bytes).within(gpu_total_bytes)
 
     def to_json(self) -> dict[str, object]:
         return {

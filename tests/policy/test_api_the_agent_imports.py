@@ -55,7 +55,7 @@ def test_effective_rule_fields() -> None:
     assert e.on_violation.action in ("alert", "terminate", "kill")
     assert e.on_violation.severity in ("info", "warning", "critical")
     assert (e.gpumem_mib is None) or (e.gpumem_percentage is None)
-    assert e.memory_limit_bytes(80 << 30) == 20 << 30
+    assert e.memory_limit(80 << 30).bytes == 20 << 30
     json.dumps(e.to_json())
     with pytest.raises(dataclasses.FrozenInstanceError):
         e.gpu = 2  # type: ignore[misc]
