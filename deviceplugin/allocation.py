@@ -25,7 +25,7 @@ from gpuwarden.annotations import (
     decode_bind_phase,
 )
 from gpuwarden.config import Settings
-from policy.limit import MemoryLimit, memory_limit_env
+from gpuwarden.limit import MemoryLimit, memory_limit_env
 
 __all__ = [
     "CONTAINER_LIB",

@@ -9,7 +9,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from policy.limit import MemoryLimit
+from gpuwarden.limit import MemoryLimit
 
 __all__ = ["REGION_FILE", "write_region"]
 

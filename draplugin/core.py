@@ -23,8 +23,8 @@ from deviceplugin.devices import PhysicalGpu, scaled_mib
 from gpuwarden.annotations import DeviceGrant
 from gpuwarden.claims import ClaimDevice, ClaimRecord
 from gpuwarden.config import Settings
+from gpuwarden.limit import MemoryLimit
 from gpuwarden.quantity import QuantityError, parse_quantity
-from policy.limit import MemoryLimit
 
 __all__ = [
     "CDI_CLASS",

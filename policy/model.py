@@ -11,19 +11,18 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
-from policy.limit import MIB, UNLIMITED, MemoryLimit
-
 __all__ = [
     "MIB",
     "Action",
     "CorePolicy",
     "EffectiveRule",
-    "MemoryLimit",
     "Mode",
     "ResourceRequest",
     "ViolationResponse",
     "Workload",
 ]
+
+MIB = 1 << 20
 
 Action = Literal["alert", "terminate", "kill"]
 AlertSeverity = Literal["info", "warning", "critical"]
@@ -117,7 +116,8 @@ class EffectiveRule:
 
     Memory: exactly one of `gpumem_mib` / `gpumem_percentage` is set, or neither (the whole GPU).
     A cap written in the other unit than the request cannot be applied without the GPU's size; it
-    is kept in `gpumem_cap_mib` / `gpumem_cap_percentage` and `memory_limit` applies it.
+    is kept in `gpumem_cap_mib` / `gpumem_cap_percentage`, and `gpuwarden.limit.memory_limit`
+    applies it on each GPU.
     """
 
     denied: str | None
@@ -138,32 +138,12 @@ class EffectiveRule:
     # Per field, one sentence on how the value came about (explain prints these).
     reasons: dict[str, str] = field(default_factory=dict)
 
-    def memory_limit(self, gpu_total_bytes: int | None) -> MemoryLimit:
-        """The memory limit on one GPU of `gpu_total_bytes` (after the caps, never above the
-        GPU). None: the GPU's size is unknown, so only absolute sizes (the request's and the
-        MiB cap) can apply; a rule with neither is then unlimited."""
-        if gpu_total_bytes is None:
-            known = [m * MIB for m in (self.gpumem_mib, self.gpumem_cap_mib) if m is not None]
-            return MemoryLimit(min(known)) if known else UNLIMITED
-        if gpu_total_bytes < 0:
-            raise ValueError(f"gpu_total_bytes must be >= 0 (or None: unknown), got "
-                             f"{gpu_total_bytes}")
-        if self.gpumem_mib is not None:
-            limit = self.gpumem_mib * MIB
-        elif self.gpumem_percentage is not None:
-            limit = gpu_total_bytes * self.gpumem_percentage // 100
-        else:
-            limit = gpu_total_bytes
-        if self.gpumem_cap_mib is not None:
-            limit = min(limit, self.gpumem_cap_mib * MIB)
-        if self.gpumem_cap_percentage is not None:
-            limit = min(limit, gpu_total_bytes * self.gpumem_cap_percentage // 100)
-        return MemoryLimit(min(limit, gpu_total_bytes))
-
     def memory_limit_bytes(self, gpu_total_bytes: int) -> int:
-        """`memory_limit` on a GPU of known size, in bytes (for the agent's admission until it
-        reads `memory_limit`)."""
-        return self.memory_limit(gpu_total_bytes).within(gpu_total_bytes)
+        """`gpuwarden.limit.memory_limit` on a GPU of known size, in bytes (for the agent's
+        admission until it reads that)."""
+        from gpuwarden.limit import memory_limit
+
+        return memory_limit(self, gpu_total_bytes).within(gpu_total_bytes)
 
     def to_json(self) -> dict[str, object]:
         return {

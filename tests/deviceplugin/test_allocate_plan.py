@@ -20,7 +20,7 @@ from deviceplugin.allocation import (
 )
 from gpuwarden.annotations import ALLOCATED, BIND_PHASE, encode_allocated
 from gpuwarden.config import Settings
-from policy.limit import MemoryLimit
+from gpuwarden.limit import MemoryLimit
 
 GPUS = {g.uuid: g for g in two_gpus().gpus}
 PATHS = HostPaths("/host/libvgpu.so", "/host/ld.so.preload", "/host/regions",

@@ -18,8 +18,8 @@ from draplugin.core import (
     same_devices,
 )
 from gpuwarden.config import Settings
+from gpuwarden.limit import MemoryLimit
 from gpuwarden.quantity import parse_quantity
-from policy.limit import MemoryLimit
 
 GIB = 1 << 30
 PATHS = HostPaths(libvgpu="/opt/gw/libvgpu.so", preload_file="/r/ld.so.preload",

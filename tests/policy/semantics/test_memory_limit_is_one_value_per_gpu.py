@@ -1,4 +1,4 @@
-"""The memory limit is one typed value per GPU (`policy.limit.MemoryLimit`): resolved from the
+"""The memory limit is one typed value per GPU (`gpuwarden.limit.MemoryLimit`): resolved from the
 effective rule and that GPU's size, caps included, with one meaning of 0 (admit nothing) and an
 explicit "no limit"; and its one conversion to libvgpu's environment."""
 
@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
+from gpuwarden.limit import UNLIMITED, MemoryLimit, memory_limit, memory_limit_env
 from policy import CompiledPolicy, EffectiveRule, ResourceRequest, Workload
-from policy.limit import UNLIMITED, MemoryLimit, memory_limit_env
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -23,31 +23,31 @@ def effective(p: CompiledPolicy, **req: int) -> EffectiveRule:
 def test_percentage_gives_each_gpu_its_own_limit(
         compile_ok: Callable[[str], CompiledPolicy]) -> None:
     e = effective(compile_ok(V + 'rule "r" {\n  mode = audit\n}\n'), gpumem_percentage=25)
-    assert e.memory_limit(80 * GIB) == MemoryLimit(20 * GIB)
-    assert e.memory_limit(16 * GIB) == MemoryLimit(4 * GIB)
+    assert memory_limit(e, 80 * GIB) == MemoryLimit(20 * GIB)
+    assert memory_limit(e, 16 * GIB) == MemoryLimit(4 * GIB)
 
 
 def test_unknown_gpu_size_keeps_the_mib_cap(compile_ok: Callable[[str], CompiledPolicy]) -> None:
     """The size is unknown (the agent has no NVML): a MiB cap still bounds a percentage or a
     whole-GPU request; before, the fallback gave no limit at all."""
     p = compile_ok(V + 'rule "r" {\n  cap gpumem <= 8GiB deny\n}\n')
-    assert effective(p, gpumem_percentage=50).memory_limit(None) == MemoryLimit(8 * GIB)
+    assert memory_limit(effective(p, gpumem_percentage=50), None) == MemoryLimit(8 * GIB)
     whole = compile_ok(V + 'defaults {\n  gpumem = whole\n}\nrule "r" {\n'
                        '  cap gpumem <= 6GiB deny\n}\n')
-    assert effective(whole).memory_limit(None) == MemoryLimit(6 * GIB)
+    assert memory_limit(effective(whole), None) == MemoryLimit(6 * GIB)
 
 
 def test_unknown_gpu_size_takes_the_smaller_absolute_size(
         compile_ok: Callable[[str], CompiledPolicy]) -> None:
     e = effective(compile_ok(V + 'rule "r" {\n  cap gpumem <= 50% deny\n}\n'), gpumem_mib=3000)
-    assert e.memory_limit(None) == MemoryLimit(3000 * MIB)  # the 50% cannot apply unsized
-    assert e.memory_limit(4 * GIB) == MemoryLimit(2 * GIB)  # it does on a 4 GiB GPU
+    assert memory_limit(e, None) == MemoryLimit(3000 * MIB)  # the 50% cannot apply unsized
+    assert memory_limit(e, 4 * GIB) == MemoryLimit(2 * GIB)  # it does on a 4 GiB GPU
 
 
 def test_unknown_gpu_size_without_an_absolute_size_is_unlimited(
         compile_ok: Callable[[str], CompiledPolicy]) -> None:
     e = effective(compile_ok(V + 'rule "r" {\n  mode = audit\n}\n'), gpumem_percentage=50)
-    assert e.memory_limit(None) is not None and e.memory_limit(None).unlimited
+    assert memory_limit(e, None) is not None and memory_limit(e, None).unlimited
 
 
 def test_zero_admits_nothing_and_no_limit_is_explicit() -> None:

@@ -1,12 +1,12 @@
 """One GPU's memory limit, the one value every component passes on: `MemoryLimit`.
 
-The policy resolves it for each GPU from the effective rule and that GPU's size
-(`EffectiveRule.memory_limit`); placement fits by it; the device plugin, the DRA driver and the
-agent write it into the container's environment and region; the agent judges each GPU against
-its own. Its one meaning of 0: `MemoryLimit(0)` admits nothing. No limit is `UNLIMITED`
+`memory_limit(rule, gpu_total_bytes)` resolves it for one GPU from the policy's effective rule
+and that GPU's size; placement fits by it; the device plugin, the DRA driver and the agent write
+it into the container's environment and region; the agent's decision core judges each GPU
+against its own. Its one meaning of 0: `MemoryLimit(0)` admits nothing. No limit is `UNLIMITED`
 (`bytes is None`), never 0.
 
-The conversions, each written here or in one named place:
+The conversions, each written once:
 
 - to the environment: `memory_limit_env` (libvgpu reads `CUDA_DEVICE_MEMORY_LIMIT[_<i>]` in
   bytes; there, as in HAMi, "0" means no limit, so `UNLIMITED` is written "0" and a limit of 0
@@ -15,15 +15,20 @@ The conversions, each written here or in one named place:
   limit, 0 = admit nothing) and alone encodes it in the file (`encode_limit` / `decode_limit`:
   UINT64_MAX = no limit).
 
-Pure: no I/O.
+Pure, and light: it imports neither the policy package (the agent's decision core holds these
+values and may not depend on the policy language) nor any I/O library.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-__all__ = ["ENV_LIMIT", "MIB", "UNLIMITED", "MemoryLimit", "memory_limit_env"]
+if TYPE_CHECKING:
+    from policy.model import EffectiveRule
+
+__all__ = ["ENV_LIMIT", "MIB", "UNLIMITED", "MemoryLimit", "memory_limit", "memory_limit_env"]
 
 MIB = 1 << 20
 ENV_LIMIT = "CUDA_DEVICE_MEMORY_LIMIT"  # and ENV_LIMIT_<i> for the i-th visible GPU
@@ -71,6 +76,31 @@ class MemoryLimit:
 
 
 UNLIMITED = MemoryLimit(None)
+
+
+def memory_limit(rule: EffectiveRule, gpu_total_bytes: int | None) -> MemoryLimit:
+    """The rule's memory limit on one GPU of `gpu_total_bytes`: the request (MiB, a percentage,
+    or the whole GPU) with the caps applied (a cap in the other unit than the request travels
+    with the rule to be applied here), never above the GPU. None: the GPU's size is unknown, so
+    only absolute sizes (the request's and the MiB cap) can apply; a rule with neither is then
+    unlimited."""
+    if gpu_total_bytes is None:
+        known = [m * MIB for m in (rule.gpumem_mib, rule.gpumem_cap_mib) if m is not None]
+        return MemoryLimit(min(known)) if known else UNLIMITED
+    if gpu_total_bytes < 0:
+        raise ValueError(f"gpu_total_bytes must be >= 0 (or None: unknown), got "
+                         f"{gpu_total_bytes}")
+    if rule.gpumem_mib is not None:
+        limit = rule.gpumem_mib * MIB
+    elif rule.gpumem_percentage is not None:
+        limit = gpu_total_bytes * rule.gpumem_percentage // 100
+    else:
+        limit = gpu_total_bytes
+    if rule.gpumem_cap_mib is not None:
+        limit = min(limit, rule.gpumem_cap_mib * MIB)
+    if rule.gpumem_cap_percentage is not None:
+        limit = min(limit, gpu_total_bytes * rule.gpumem_cap_percentage // 100)
+    return MemoryLimit(min(limit, gpu_total_bytes))
 
 
 def memory_limit_env(limits: Sequence[MemoryLimit]) -> dict[str, str]:
