@@ -333,7 +333,8 @@ static uint64_t cost_of_window(const struct lim_cost_entry *e, uint32_t n, uint3
     }
     /* the newest few all rose: the kernel got slower, follow it; else the smallest of all */
     if (m <= LIM_COST_RISE_SAMPLES ||
-        (v[lo_old] <= UINT64_MAX / (100u + LIM_COST_RISE_PCT) &&
+        (v[lo_old] >= LIM_COST_RISE_MIN_NS &&
+         v[lo_old] <= UINT64_MAX / (100u + LIM_COST_RISE_PCT) &&
          v[lo_new] * 100u > v[lo_old] * (100u + LIM_COST_RISE_PCT)) ||
         v[lo_new] <= v[lo_old]) {
         *raw_ns = raw[lo_new];

@@ -183,6 +183,10 @@ uint32_t lim_busy_feedback(uint32_t k_ppm, uint64_t busy_ns, uint64_t charged_ns
  * length), and the estimate kept their time from the higher clock: 77.2 % at 70. */
 #define LIM_COST_RISE_SAMPLES 4u
 #define LIM_COST_RISE_PCT     3u
+/* Only for kernels of at least this long: a short kernel's samples move by more than a clock
+ * change with where they fall (one launched into an idle stream carries launch latency, one
+ * queued behind others does not), and the smallest of 16 is its own time. */
+#define LIM_COST_RISE_MIN_NS  1000000u
 
 struct lim_cost_entry {
     uint64_t key;     /* 0 = empty; atomically published */
