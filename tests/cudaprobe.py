@@ -113,6 +113,20 @@ class CudaProbe:
     def start(self, *ops: str, env: Mapping[str, str], entry: str = "dlsym") -> Running:
         return Running(self.argv(*ops, entry=entry), env)
 
+    def hold(self, *ops: str, env: Mapping[str, str], entry: str = "dlsym") -> Running:
+        """A process that ran `ops`, every one successfully, and now waits holding its state
+        until `resume()` or `finish()`."""
+        p = self.start(*ops, "wait", env=env, entry=entry)
+        try:
+            rows = p.wait_for()
+        except BaseException:
+            p.kill()
+            raise
+        if any(r["rc"] != "0" for r in rows):
+            p.kill()
+            raise AssertionError(f"cudaprobe {' '.join(ops)}: an operation failed: {rows}")
+        return p
+
 
 @dataclass
 class Running:
