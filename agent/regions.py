@@ -88,7 +88,7 @@ class RegionReader:
             if uuid is None:
                 uuid = self._uuids[i] = lr.format_uuid(raw)
             used[uuid] = u
-            limits[uuid] = None if limit == lr.LIMIT_NONE else limit
+            limits[uuid] = lr.decode_limit(limit)
         procs: dict[int, int] = {}
         if with_procs:
             # the state words of every slot, 4 bytes each, found with bytes.find (C speed)

@@ -25,6 +25,7 @@ from gpuwarden.annotations import (
     decode_bind_phase,
 )
 from gpuwarden.config import Settings
+from gpuwarden.limit import MemoryLimit, memory_limit_env
 
 __all__ = [
     "CONTAINER_LIB",
@@ -125,7 +126,7 @@ class ContainerPlan:
     pod: PodView
     container: str
     grants: tuple[DeviceGrant, ...]
-    limits_bytes: tuple[int, ...]  # per grant
+    limits: tuple[MemoryLimit, ...]  # per grant
     region_dir: str  # host folder
     envs: Mapping[str, str]
     mounts: tuple[MountSpec, ...]
@@ -254,17 +255,19 @@ def plan_container(match: Match, gpus: Mapping[str, PhysicalGpu], settings: Sett
                                            region_dir, _preload_wanted(pod, c.name), settings,
                                            paths)
     return ContainerPlan(wid=wid, pod=pod, container=c.name, grants=c.devices,
-                         limits_bytes=limits, region_dir=region_dir, envs=envs,
+                         limits=limits, region_dir=region_dir, envs=envs,
                          mounts=mounts, priority=c.priority, core_policy=policy)
 
 
 def grant_limits(grants: Sequence[DeviceGrant], gpus: Mapping[str, PhysicalGpu],
-                 settings: Settings) -> tuple[int, ...]:
-    """The memory limit in bytes of each grant (0 MiB: the whole GPU after scaling)."""
-    return tuple((d.memory_mib or scaled_mib(gpus[d.uuid], settings)) << 20 for d in grants)
+                 settings: Settings) -> tuple[MemoryLimit, ...]:
+    """The memory limit of each grant: its memoryMiB, where the assignment's 0 MiB means the
+    whole GPU after scaling (the one place that reads that 0)."""
+    return tuple(MemoryLimit.of_mib(d.memory_mib or scaled_mib(gpus[d.uuid], settings))
+                 for d in grants)
 
 
-def container_edits(grants: Sequence[DeviceGrant], limits: Sequence[int], priority: int,
+def container_edits(grants: Sequence[DeviceGrant], limits: Sequence[MemoryLimit], priority: int,
                     core_policy: str, wid: str, region_dir: str, preload: bool,
                     settings: Settings, paths: HostPaths,
                     ) -> tuple[str, dict[str, str], tuple[MountSpec, ...]]:
@@ -278,14 +281,15 @@ def container_edits(grants: Sequence[DeviceGrant], limits: Sequence[int], priori
         "NVIDIA_VISIBLE_DEVICES": uuids,
         "CUDA_VISIBLE_DEVICES": uuids,
         "CUDA_DEVICE_MEMORY_SHARED_CACHE": CONTAINER_REGION,
-        "CUDA_DEVICE_MEMORY_LIMIT": str(limits[0]),
+        **memory_limit_env(limits),
         "GPU_CORE_UTILIZATION_POLICY": policy,
         "CUDA_TASK_PRIORITY": str(priority),
         "GPUWARDEN_NODE_REGION": f"{CONTAINER_NODE_DIR}/node.region",
         MARKER_ENV: wid,
     }
-    for i, (d, lim) in enumerate(zip(grants, limits, strict=True)):
-        envs[f"CUDA_DEVICE_MEMORY_LIMIT_{i}"] = str(lim)
+    if len(limits) != len(grants):
+        raise ValueError(f"container_edits: {len(grants)} grants but {len(limits)} limits")
+    for i, d in enumerate(grants):
         if d.cores and not cores_off:
             envs[f"CUDA_DEVICE_SM_LIMIT_{i}"] = str(d.cores)
     if not cores_off and grants[0].cores:

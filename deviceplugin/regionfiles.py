@@ -9,15 +9,17 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from gpuwarden.limit import MemoryLimit
+
 __all__ = ["REGION_FILE", "write_region"]
 
 REGION_FILE = "vgpu.region"
 
 
-def write_region(folder: Path, devices: Sequence[tuple[str, int]],
+def write_region(folder: Path, devices: Sequence[tuple[str, MemoryLimit]],
                  cores: Sequence[int]) -> list[Path]:
     """Make `folder` (world-writable: the container's user, whoever it is, writes its region)
-    and its region with each (GPU UUID, limit bytes) and compute limit (0 = none); returns
+    and its region with each (GPU UUID, memory limit) and compute limit (0 = none); returns
     what it created, for undo. On failure nothing it created is left and the error is
     raised."""
     from libvgpu.region import Region
@@ -30,10 +32,10 @@ def write_region(folder: Path, devices: Sequence[tuple[str, int]],
         if path.exists() and path.stat().st_size:
             with Region.open(path) as r:
                 for (uuid, lim), c in zip(devices, cores, strict=True):
-                    r.set_memory_limit(uuid, lim)
+                    r.set_memory_limit(uuid, lim.bytes)
                     r.set_compute_limit(uuid, c)
         else:
-            with Region.create(path, list(devices)) as r:
+            with Region.create(path, [(uuid, lim.bytes) for uuid, lim in devices]) as r:
                 for (uuid, _), c in zip(devices, cores, strict=True):
                     r.set_compute_limit(uuid, c)
         os.chmod(path, 0o666)

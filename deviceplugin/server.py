@@ -343,7 +343,7 @@ class DevicePlugin:
         limits again into an existing region; returns what it created, for undo."""
         folder = Path(plan.region_dir)
         cores = [0 if self.settings.disable_core_limit else g.cores for g in plan.grants]
-        devices = [(g.uuid, lim) for g, lim in zip(plan.grants, plan.limits_bytes, strict=True)]
+        devices = [(g.uuid, lim) for g, lim in zip(plan.grants, plan.limits, strict=True)]
         try:
             return write_region(folder, devices, cores)
         except Exception as err:

@@ -23,6 +23,7 @@ from deviceplugin.devices import PhysicalGpu, scaled_mib
 from gpuwarden.annotations import DeviceGrant
 from gpuwarden.claims import ClaimDevice, ClaimRecord
 from gpuwarden.config import Settings
+from gpuwarden.limit import MemoryLimit
 from gpuwarden.quantity import QuantityError, parse_quantity
 
 __all__ = [
@@ -241,7 +242,7 @@ class UnitPlan:
     wid: str  # the workload id, also the region folder's and the CDI device's name
     shares: tuple[Share, ...]
     grants: tuple[DeviceGrant, ...]
-    limits_bytes: tuple[int, ...]
+    limits: tuple[MemoryLimit, ...]
     region_dir: str
     envs: Mapping[str, str]
     mounts: tuple[MountSpec, ...]
@@ -280,7 +281,8 @@ def plan_claim(claim: Mapping[str, Any], node: str, gpus: Sequence[PhysicalGpu],
     units = []
     for request in dict.fromkeys(s.request for s in shares):
         mine = tuple(s for s in shares if s.request == request)
-        grants, limits = [], []
+        grants: list[DeviceGrant] = []
+        limits: list[MemoryLimit] = []
         for s in mine:
             if s.pool != node:
                 raise ClaimError(f"{ref} request {request!r} was given device {s.device} of "
@@ -296,7 +298,7 @@ def plan_claim(claim: Mapping[str, Any], node: str, gpus: Sequence[PhysicalGpu],
             limit = s.memory_bytes if s.memory_bytes is not None else scaled_mib(g, settings) * MIB
             grants.append(DeviceGrant(uuid=g.uuid, index=g.index, memory_mib=limit // MIB,
                                       cores=s.cores))
-            limits.append(limit)
+            limits.append(MemoryLimit(limit))
         if len({g.uuid for g in grants}) != len(grants):
             raise ClaimError(f"{ref} request {request!r} holds two shares of one GPU; a request's "
                              "devices must be distinct GPUs")
@@ -306,7 +308,7 @@ def plan_claim(claim: Mapping[str, Any], node: str, gpus: Sequence[PhysicalGpu],
         policy, envs, mounts = container_edits(grants, limits, cfg.priority, cfg.core_policy,
                                                wid, region_dir, True, settings, paths)
         units.append(UnitPlan(request=request, wid=wid, shares=mine, grants=tuple(grants),
-                              limits_bytes=tuple(limits), region_dir=region_dir, envs=envs,
+                              limits=tuple(limits), region_dir=region_dir, envs=envs,
                               mounts=mounts, priority=cfg.priority, core_policy=policy))
     return ClaimPlan(namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
                      uid=str(meta.get("uid", "")), units=tuple(units))
@@ -316,9 +318,8 @@ def claim_record(plan: ClaimPlan, unit: UnitPlan) -> ClaimRecord:
     """What the agent reads from the unit's folder: whose claim, which request, its limits."""
     return ClaimRecord(namespace=plan.namespace, name=plan.name, uid=plan.uid,
                        request=unit.request,
-                       devices=tuple(ClaimDevice(g.uuid, g.index, lim // MIB, g.cores)
-                                     for g, lim in zip(unit.grants, unit.limits_bytes,
-                                                       strict=True)),
+                       devices=tuple(ClaimDevice(g.uuid, g.index, g.memory_mib, g.cores)
+                                     for g in unit.grants),
                        priority=unit.priority, core_policy=unit.core_policy)
 
 

@@ -196,8 +196,8 @@ class DraDriver:
                               self.opts.driver)
             prepared = self._apply(plan)
         self.log(f"prepared {plan.ref}: " + "; ".join(
-            f"{u.request}: " + ", ".join(f"{g.uuid} {lim >> 20} MiB {g.cores}%"
-                                         for g, lim in zip(u.grants, u.limits_bytes, strict=True))
+            f"{u.request}: " + ", ".join(f"{g.uuid} {lim.describe()} {g.cores}%"
+                                         for g, lim in zip(u.grants, u.limits, strict=True))
             for u in plan.units))
         return prepared
 
@@ -212,7 +212,7 @@ class DraDriver:
                 cores = [0 if self.settings.disable_core_limit else g.cores for g in u.grants]
                 made += write_region(Path(u.region_dir),
                                      [(g.uuid, lim) for g, lim in
-                                      zip(u.grants, u.limits_bytes, strict=True)], cores)
+                                      zip(u.grants, u.limits, strict=True)], cores)
                 (Path(u.region_dir) / CLAIM_RECORD).write_text(
                     encode_claim_record(claim_record(plan, u)))
             self.opts.cdi_dir.mkdir(parents=True, exist_ok=True)

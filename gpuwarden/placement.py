@@ -41,6 +41,7 @@ from gpuwarden.annotations import (
     Reservation,
 )
 from gpuwarden.config import POLICIES, SchedulerPolicy
+from gpuwarden.limit import memory_limit
 from gpuwarden.resources import NODE_LABEL_GPU_MEMORY
 from policy import ast
 from policy.compiler import CompiledPolicy
@@ -125,7 +126,8 @@ class ContainerRequest:
 
     def memory_on(self, device: GpuDevice) -> int:
         """The container's memory limit (MiB) on this GPU: percentages and caps applied."""
-        return self.rule.memory_limit_bytes(device.memory_mib * MIB) // MIB
+        total = device.memory_mib * MIB
+        return memory_limit(self.rule, total).within(total) // MIB
 
     def oversize(self, device: GpuDevice) -> bool:
         """Asks more MiB than the GPU has, with no cap that brings it down: never fits (the

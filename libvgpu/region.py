@@ -40,6 +40,8 @@ __all__ = [
     "RegionError",
     "RegionSnapshot",
     "RegionStruct",
+    "decode_limit",
+    "encode_limit",
     "format_uuid",
     "parse_uuid",
     "proc_alive",
@@ -51,6 +53,23 @@ VERSION = 1
 MAX_DEVICES = 16
 MAX_PROCS = 1024
 LIMIT_NONE = 2**64 - 1
+
+
+def encode_limit(limit_bytes: int | None, where: str) -> int:
+    """A device's memory limit as the file holds it: None (no limit) is UINT64_MAX, 0 admits
+    nothing. The one place that writes the encoding (`where` names the region and device in
+    the error)."""
+    if limit_bytes is None:
+        return LIMIT_NONE
+    if isinstance(limit_bytes, bool) or not 0 <= limit_bytes < LIMIT_NONE:
+        raise RegionError(f"{where}: limit {limit_bytes!r} is not valid (bytes 0..2^64-2, or None "
+                          "for no limit)")
+    return int(limit_bytes)
+
+
+def decode_limit(raw: int) -> int | None:
+    """`encode_limit` undone: None for no limit, else the bytes (0: admits nothing)."""
+    return None if raw == LIMIT_NONE else int(raw)
 
 DEVICE_FREE, DEVICE_READY = 0, 2
 PROC_FREE, PROC_CLAIMING, PROC_ACTIVE, PROC_RECLAIMING = 0, 1, 2, 3
@@ -392,12 +411,7 @@ class Region:
             raise RegionError(f"{p}: {len(devices)} devices given, a region holds {MAX_DEVICES}")
         raw: list[tuple[bytes, int]] = []
         for i, (uuid, limit) in enumerate(devices):
-            if limit is not None and not (0 <= limit < LIMIT_NONE):
-                raise RegionError(
-                    f"{p}: device {i} ({uuid}): limit {limit} is not valid (bytes 0..2^64-2, or"
-                    " None for no limit)"
-                )
-            raw.append((parse_uuid(uuid), LIMIT_NONE if limit is None else limit))
+            raw.append((parse_uuid(uuid), encode_limit(limit, f"{p}: device {i} ({uuid})")))
         if len({u for u, _ in raw}) != len(raw):
             raise RegionError(f"{p}: the same device UUID is given twice")
         try:
@@ -504,7 +518,7 @@ class Region:
                 DeviceUsage(
                     index=i,
                     uuid=format_uuid(bytes(d.uuid)),
-                    limit_bytes=None if limit == LIMIT_NONE else limit,
+                    limit_bytes=decode_limit(limit),
                     used_bytes=int(d.used_bytes),
                     peak_bytes=int(d.peak_bytes),
                     oom_count=int(d.oom_count),
@@ -518,14 +532,10 @@ class Region:
     def set_memory_limit(self, device: str | int, limit_bytes: int | None) -> None:
         """Change a device's limit (None: no limit). Takes effect at the next admission; what is
         already allocated stays allocated."""
-        if limit_bytes is not None and not (0 <= limit_bytes < LIMIT_NONE):
-            raise RegionError(
-                f"{self.path}: limit {limit_bytes} for device {device} is not valid (bytes"
-                " 0..2^64-2, or None for no limit)"
-            )
+        raw = encode_limit(limit_bytes, f"{self.path}: device {device}")
         i = self._device_index(device)
         # one aligned 8-byte store; shims only load this field
-        self._struct.devices[i].limit_bytes = LIMIT_NONE if limit_bytes is None else limit_bytes
+        self._struct.devices[i].limit_bytes = raw
 
     # ---- compute (vgpu_compute.h; docs/compute.md) ------------------------------------------
 

@@ -116,7 +116,8 @@ class EffectiveRule:
 
     Memory: exactly one of `gpumem_mib` / `gpumem_percentage` is set, or neither (the whole GPU).
     A cap written in the other unit than the request cannot be applied without the GPU's size; it
-    is kept in `gpumem_cap_mib` / `gpumem_cap_percentage` and `memory_limit_bytes` applies it.
+    is kept in `gpumem_cap_mib` / `gpumem_cap_percentage`, and `gpuwarden.limit.memory_limit`
+    applies it on each GPU.
     """
 
     denied: str | None
@@ -138,20 +139,11 @@ class EffectiveRule:
     reasons: dict[str, str] = field(default_factory=dict)
 
     def memory_limit_bytes(self, gpu_total_bytes: int) -> int:
-        """The per-GPU memory limit in bytes on a GPU of `gpu_total_bytes`."""
-        if gpu_total_bytes < 0:
-            raise ValueError(f"gpu_total_bytes must be >= 0, got {gpu_total_bytes}")
-        if self.gpumem_mib is not None:
-            limit = self.gpumem_mib * MIB
-        elif self.gpumem_percentage is not None:
-            limit = gpu_total_bytes * self.gpumem_percentage // 100
-        else:
-            limit = gpu_total_bytes
-        if self.gpumem_cap_mib is not None:
-            limit = min(limit, self.gpumem_cap_mib * MIB)
-        if self.gpumem_cap_percentage is not None:
-            limit = min(limit, gpu_total_bytes * self.gpumem_cap_percentage // 100)
-        return min(limit, gpu_total_bytes)
+        """`gpuwarden.limit.memory_limit` on a GPU of known size, in bytes (for the agent's
+        admission until it reads that)."""
+        from gpuwarden.limit import memory_limit
+
+        return memory_limit(self, gpu_total_bytes).within(gpu_total_bytes)
 
     def to_json(self) -> dict[str, object]:
         return {

@@ -20,6 +20,7 @@ from deviceplugin.allocation import (
 )
 from gpuwarden.annotations import ALLOCATED, BIND_PHASE, encode_allocated
 from gpuwarden.config import Settings
+from gpuwarden.limit import MemoryLimit
 
 GPUS = {g.uuid: g for g in two_gpus().gpus}
 PATHS = HostPaths("/host/libvgpu.so", "/host/ld.so.preload", "/host/regions",
@@ -99,7 +100,7 @@ def test_assigned_container_gets_its_limits_region_and_libvgpu() -> None:
     assert mounts[CONTAINER_LIB] == ("/host/libvgpu.so", True)
     assert mounts["/etc/ld.so.preload"] == ("/host/ld.so.preload", True)
     assert mounts["/var/lib/gpuwarden/region"] == ("/host/regions/uid-p_c", False)
-    assert plan.limits_bytes == (3000 << 20, 2000 << 20)
+    assert plan.limits == (MemoryLimit.of_mib(3000), MemoryLimit.of_mib(2000))
 
 
 def test_pod_without_assignment_gets_the_defaults_on_the_ids_gpus() -> None:
@@ -107,12 +108,12 @@ def test_pod_without_assignment_gets_the_defaults_on_the_ids_gpus() -> None:
     assert not m.from_assignment
     plan = plan_container(m, GPUS, S, PATHS)
     assert plan.envs["NVIDIA_VISIBLE_DEVICES"] == A1
-    assert plan.limits_bytes == (5000 << 20,)
+    assert plan.limits == (MemoryLimit.of_mib(5000),)
     assert "CUDA_DEVICE_SM_LIMIT" not in plan.envs
     whole = plan_container(match_pod([plain_pod("p", 1)], "node-a", [ID1], GPUS,
                                      Settings(default_mem_mib=0, device_memory_scaling=2)),
                            GPUS, Settings(default_mem_mib=0, device_memory_scaling=2), PATHS)
-    assert whole.limits_bytes == (2 * 81920 << 20,)
+    assert whole.limits == (MemoryLimit.of_mib(2 * 81920),)
 
 
 @pytest.mark.parametrize(("pod", "preload"), [

@@ -18,6 +18,7 @@ from draplugin.core import (
     same_devices,
 )
 from gpuwarden.config import Settings
+from gpuwarden.limit import MemoryLimit
 from gpuwarden.quantity import parse_quantity
 
 GIB = 1 << 30
@@ -71,7 +72,7 @@ def test_a_claim_of_1gib_and_10_percent_gets_those_limits_its_region_and_libvgpu
     (u,) = plan.units
     assert u.wid == "u1_gpu" and u.region_dir == "/r/claims/u1_gpu"
     assert [(g.uuid, g.cores) for g in u.grants] == [(UUIDS[1], 10)]
-    assert u.limits_bytes == (GIB,)
+    assert u.limits == (MemoryLimit(GIB),)
     assert u.envs["CUDA_DEVICE_MEMORY_LIMIT_0"] == str(GIB)
     assert u.envs["CUDA_DEVICE_SM_LIMIT"] == "10"
     assert u.envs["NVIDIA_VISIBLE_DEVICES"] == UUIDS[1]
@@ -94,15 +95,16 @@ def test_each_request_is_its_own_unit_and_two_gpus_of_one_request_share_it() -> 
                           result("gpu-1", "3Gi", "0", request="a", share="y"),
                           result("gpu-0", "1Gi", "5", request="b/small", share="z")])
     plan = plan_claim(c, NODE, two_gpus().gpus, Settings(), PATHS)
-    assert [(u.wid, u.limits_bytes) for u in plan.units] == [
-        ("u2_a", (2 * GIB, 3 * GIB)), ("u2_b.small", (GIB,))]
+    assert [(u.wid, u.limits) for u in plan.units] == [
+        ("u2_a", (MemoryLimit(2 * GIB), MemoryLimit(3 * GIB))),
+        ("u2_b.small", (MemoryLimit(GIB),))]
     assert "CUDA_DEVICE_SM_LIMIT" not in plan.units[0].envs  # 0 cores: no compute limit
 
 
 def test_without_consumed_capacity_a_share_is_the_whole_gpu() -> None:
     c = claim("c", "u3", [result(memory=None, cores=None)])
     (u,) = plan_claim(c, NODE, two_gpus().gpus, Settings(), PATHS).units
-    assert u.limits_bytes == (81920 << 20,)
+    assert u.limits == (MemoryLimit.of_mib(81920),)
 
 
 def test_class_then_claim_config_set_priority_and_core_policy() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import policy
+from gpuwarden.limit import memory_limit
 from policy import (
     CompiledPolicy,
     Diagnostic,
@@ -55,7 +56,7 @@ def test_effective_rule_fields() -> None:
     assert e.on_violation.action in ("alert", "terminate", "kill")
     assert e.on_violation.severity in ("info", "warning", "critical")
     assert (e.gpumem_mib is None) or (e.gpumem_percentage is None)
-    assert e.memory_limit_bytes(80 << 30) == 20 << 30
+    assert memory_limit(e, 80 << 30).bytes == 20 << 30
     json.dumps(e.to_json())
     with pytest.raises(dataclasses.FrozenInstanceError):
         e.gpu = 2  # type: ignore[misc]

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
+from gpuwarden.limit import memory_limit
 from policy import CompiledPolicy, ResourceRequest, Workload
 
 MIB = 1 << 20
@@ -81,14 +82,14 @@ def test_rule_priority_overrides_the_request(compile_ok: Callable[[str], Compile
 def test_percentage_request_and_limit_bytes(compile_ok: Callable[[str], CompiledPolicy]) -> None:
     e = ev(compile_ok(rule("  mode = audit")), gpumem_percentage=25)
     assert (e.gpumem_mib, e.gpumem_percentage) == (None, 25)  # type: ignore[attr-defined]
-    assert e.memory_limit_bytes(80 * GIB) == 20 * GIB  # type: ignore[attr-defined]
+    assert memory_limit(e, 80 * GIB).bytes == 20 * GIB  # type: ignore[arg-type]
 
 
 def test_cap_in_other_unit_travels_to_the_node(compile_ok: Callable[[str], CompiledPolicy]) -> None:
     e = ev(compile_ok(rule("  cap gpumem <= 8GiB deny")), gpumem_percentage=50)
     assert (e.denied, e.gpumem_percentage, e.gpumem_cap_mib) == (None, 50, 8192)  # type: ignore[attr-defined]
-    assert e.memory_limit_bytes(80 * GIB) == 8 * GIB  # type: ignore[attr-defined]
-    assert e.memory_limit_bytes(10 * GIB) == 5 * GIB  # type: ignore[attr-defined]
+    assert memory_limit(e, 80 * GIB).bytes == 8 * GIB  # type: ignore[arg-type]
+    assert memory_limit(e, 10 * GIB).bytes == 5 * GIB  # type: ignore[arg-type]
 
 
 def test_node_label_gives_the_gpu_size(compile_ok: Callable[[str], CompiledPolicy]) -> None:
@@ -104,14 +105,14 @@ def test_node_label_gives_the_gpu_size(compile_ok: Callable[[str], CompiledPolic
 def test_whole_gpu_default(compile_ok: Callable[[str], CompiledPolicy]) -> None:
     e = ev(compile_ok(V + "defaults {\n  gpumem = whole\n}\n"))
     assert (e.gpumem_mib, e.gpumem_percentage) == (None, None)  # type: ignore[attr-defined]
-    assert e.memory_limit_bytes(80 * GIB) == 80 * GIB  # type: ignore[attr-defined]
+    assert memory_limit(e, 80 * GIB).bytes == 80 * GIB  # type: ignore[arg-type]
 
 
 def test_memory_limit_never_exceeds_the_gpu(compile_ok: Callable[[str], CompiledPolicy]) -> None:
     e = ev(compile_ok(rule("  mode = audit")), gpumem_mib=100_000)
-    assert e.memory_limit_bytes(80 * GIB) == 80 * GIB  # type: ignore[attr-defined]
+    assert memory_limit(e, 80 * GIB).bytes == 80 * GIB  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="gpu_total_bytes"):
-        e.memory_limit_bytes(-1)  # type: ignore[attr-defined]
+        memory_limit(e, -1)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("text, action, grace, name, severity", [
