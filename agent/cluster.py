@@ -14,7 +14,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -210,7 +210,7 @@ class ClusterMode:
         self._refs[pid] = (st, ref)
         return ref
 
-    def scan(self, skip: Mapping[int, Any]) -> list[tuple[int, int, ContainerRef]]:
+    def scan(self, skip: Container[int]) -> list[tuple[int, int, ContainerRef]]:
         """Live processes in pod containers, except the pids in `skip`: (pid, start, ref).
         Only processes new since the last scan are read (a reused pid is caught where it
         matters: container() checks the start time of every process seen on a GPU)."""

@@ -1,5 +1,10 @@
 """The agent's main loop: wires the I/O edges (policy watcher, process events, regions, NVML,
-eBPF, control socket, exporter) around the pure core (agent.decide).
+eBPF, control socket, exporter) around the pure cores (agent.decide, agent.admission).
+
+- agent.sources: NVML, the eBPF ledger and the process events (opened once, read each loop);
+- agent.workloads: the tracked workloads and their regions;
+- agent.admission: what an admitted `gpuwarden run` gets (pure), the region created here;
+- agent.podtracker: cluster mode's workloads, the node's pod containers.
 
 One thread runs the loop and owns the eBPF probe; the control socket's threads only admit
 workloads and read status, under the same lock.
@@ -12,19 +17,18 @@ import os
 import secrets
 import select
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
+from agent.admission import Held, Plan, parse_request, plan_admission, workload_env
 from agent.audit import AuditLog
-from agent.decide import AgentPolicy, core_plan, decide, judge, remember
+from agent.decide import AgentPolicy, decide, judge, remember
 from agent.enforce import Enforcer
 from agent.exporter import GpuRow, Row, View
-from agent.gpumap import ebpf_by_uuid, visible_gpus
 from agent.ledger import Ledger, WorkloadRecord, safe_id
 from agent.model import (
     GpuUuid,
@@ -36,22 +40,17 @@ from agent.model import (
     Workload,
     WorkloadKey,
 )
-from agent.procfs import MARKER_ENV, environ_values, read_proc, running, scan, start_time
+from agent.procfs import read_proc, running, scan, start_time
 from agent.proctree import ProcessTable
 from agent.reload import PolicyWatcher, ReloadThread
 from agent.rules import to_rule
-from gpuwarden.annotations import (
-    ContainerAssignment,
-    DeviceGrant,
-    GpuDevice,
-    NodeInventory,
-    PodAssignment,
-)
-from gpuwarden.placement import ContainerRequest, Misfit, NodeState, PodRequest, fit, node_usage
-from gpuwarden.resources import DEVICE_SPLIT_COUNT
-from policy.model import MIB
+from agent.sources import Sources
+from agent.workloads import Regions, Tracked, workload_doc
 
-__all__ = ["Agent", "AgentConfig"]
+if TYPE_CHECKING:
+    from agent.podtracker import PodTracker
+
+__all__ = ["Agent", "AgentConfig", "Tracked"]
 
 
 @dataclass
@@ -74,36 +73,10 @@ class AgentConfig:
     cluster: Any = None  # agent.cluster.ClusterMode: workloads are this node's pod containers
 
 
-@dataclass
-class Tracked:
-    rec: WorkloadRecord
-    key: WorkloadKey
-    rule: Rule
-    reader: Any = None  # agent.regions.RegionReader
-    region_error: str = ""
-    region_retry: float = 0.0
-    used: dict[str, int] = field(default_factory=dict)
-    limits: dict[str, int | None] = field(default_factory=dict)
-    shim_pids: frozenset[Pid] = frozenset()
-    plan_written: dict[str, tuple[int, str]] = field(default_factory=dict)
-    procs: dict[int, int] = field(default_factory=dict)  # the region's slots last read
-    procs_next: float = 0.0
-
-
-def ring_fd(probe: Any) -> int | None:
-    """A file descriptor that becomes readable when the probe's ring buffer has events; None
-    when the probe offers none (the loop then drains the ring buffer every EBPF_BATCH s)."""
-    try:
-        return int(probe.fileno())
-    except Exception:
-        return None
-
-
 class Agent:
     def __init__(self, cfg: AgentConfig, nvml_lib: Any = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.cfg = cfg
-        self._nvml_lib = nvml_lib
         self.clock = clock
         self.lock = threading.RLock()
         self.ledger = Ledger(cfg.state_dir)
@@ -112,30 +85,18 @@ class Agent:
         self.table = ProcessTable()
         self.tracked: dict[str, Tracked] = {}
         self.history: dict[Any, Any] = {}
-        self.devices: list[Any] = []
-        self.nvml: Any = None
-        self.nvml_reason = "not started"
-        self.nvml_sample: Any = None
-        self._nvml_next = 0.0
-        self.ebpf: Any = None
-        self.ebpf_reason = "disabled (--no-ebpf)" if not cfg.ebpf else "not started"
-        self._env_gpus: dict[tuple[int, int], list[str] | None] = {}
-        self.procevents: Any = None
-        self.region_errors_total = 0
+        self.sources = Sources(nvml_lib, cfg.ebpf, cfg.libcuda, cfg.proc_root)
+        self.regions = Regions(self._emit, clock, cfg.proc_root)
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._dirty = True
-        self._ebpf_counters = (0, 0)
-        self._ring_fd: int | None = None
         self._ring_quiet_until = 0.0
         self._last_snap: Snapshot | None = None
         self._last_pol: AgentPolicy | None = None
         self._next_occupancy = 0.0
         self._alerted_bypass: set[str] = set()
-        self._ebpf_counters_next = 0.0
         self._last_tick = 0.0
         self._next_tick = 0.0
         self._next_verify = 0.0
-        self._next_rescan = 0.0
         self._last_rescan_req = -1e9
         self._published: tuple[Snapshot | None, list[Any] | None, float] = (None, None, 0.0)
         self._view_cache: View | None = None
@@ -143,11 +104,14 @@ class Agent:
         self.enforcer: Enforcer | None = None
         self.stopping = threading.Event()
         self.cluster = cfg.cluster
-        self._by_container: dict[str, str] = {}  # container id -> wid (cluster mode)
-        self._bad_pods_told: set[str] = set()  # unreadable pods already reported
-        self._next_adopt = 0.0
+        self.pods: PodTracker | None = None
+        if self.cluster is not None:
+            from agent.podtracker import PodTracker
+
+            self.pods = PodTracker(self.cluster, self.table, self.tracked, self.lock,
+                                   clock, self._emit, self._new_tracked, self._end_workload,
+                                   self.sources.gpu_pids, self._changed, cfg.proc_root)
         self.loop_seconds = 0.0
-        self.kill_latency: list[float] = []
 
     # ---- start-up ---------------------------------------------------------------------------
 
@@ -163,97 +127,47 @@ class Agent:
         self.reloader = ReloadThread(self.watcher, self.wake)
         self.reloader.start()
         self.audit = AuditLog(self.ledger.audit_path, self.cfg.audit_stream)
-        self._open_nvml()
-        self._open_ebpf()
-        self.enforcer = Enforcer(self.audit, self.table.start.get, self.ebpf,
+        src = self.sources
+        src.open()
+        self.enforcer = Enforcer(self.audit, self.table.start.get, src.ebpf,
                                  self.cfg.proc_root)
-        self._open_procevents()
         self._restore()
-        if self.cluster is not None:
-            self.audit.listeners.append(self.cluster.on_audit)
-            if not self.cluster.start(self.wake):
+        if self.pods is not None:
+            self.audit.listeners.append(self.pods.cluster.on_audit)
+            if not self.pods.cluster.start(self.wake):
                 self._emit({"event": "pod_watch_not_synced", "handling": "processes in pod "
                             "containers are spared until the node's pods are listed"})
-            self._sync_pods()
+            self.pods.sync()
         self.audit.emit({"event": "agent_started", "policy_digest": self.watcher.digest,
-                         "ebpf": "on" if self.ebpf else f"off: {self.ebpf_reason}",
-                         "nvml": "on" if self.nvml else f"off: {self.nvml_reason}",
-                         "devices": [d.uuid for d in self.devices],
+                         "ebpf": "on" if src.ebpf else f"off: {src.ebpf_reason}",
+                         "nvml": "on" if src.nvml else f"off: {src.nvml_reason}",
+                         "devices": [d.uuid for d in src.devices],
                          "workloads_restored": len(self.tracked),
                          "dry_run": self.cfg.dry_run})
         self._publish()
 
-    def _open_nvml(self) -> None:
-        from agent.nvml import NvmlSampler
-
-        try:
-            sampler = NvmlSampler(self._nvml_lib)
-            self.devices = sampler.open()
-            self.nvml = sampler
-            self.nvml_reason = ""
-        except Exception as err:  # no driver, no GPU: the agent runs on without NVML
-            self.nvml_reason = f"{type(err).__name__}: {err}"
-
-    def _ebpf_libs(self) -> list[Path] | None:
-        if self.cfg.libcuda is not None:
-            return self.cfg.libcuda
-        if os.environ.get("GPUWARDEN_SIM_STATE"):
-            with contextlib.suppress(Exception):
-                from libvgpu.paths import sim_lib_dir
-
-                return [(sim_lib_dir() / "libcuda.so.1").resolve()]
-        return None
-
-    def _open_ebpf(self) -> None:
-        if not self.cfg.ebpf:
-            return
-        try:
-            from bpf.audit import AuditProbe
-
-            self.ebpf = AuditProbe(libs=self._ebpf_libs(), launch_counters=False).start()
-            self.ebpf_reason = ""
-            self._ring_fd = ring_fd(self.ebpf)
-            from agent.memtrim import trim_after_compile
-
-            trim_after_compile()  # the compiler's memory is not needed any more
-        except Exception as err:
-            self.ebpf = None
-            first = err.args[0] if err.args else None
-            msg = "; ".join(map(str, first)) if isinstance(first, list) else str(err)
-            if os.geteuid() != 0:
-                msg = f"not running as root ({msg})"
-            self.ebpf_reason = f"{type(err).__name__}: {msg}"
-
-    def _open_procevents(self) -> None:
-        from agent.procevents import ProcEvents
-
-        try:
-            self.procevents = ProcEvents.open()
-        except OSError as err:
-            self.procevents = None
-            print(f"gpuwarden agent: process events unavailable ({err}); polling /proc",
-                  file=sys.stderr)
-
     def _rule_for(self, rec: WorkloadRecord) -> tuple[Any, Rule]:
         eff = self.watcher.policy.evaluate(rec.policy_workload(self.cfg.node))
-        total = self._total_bytes(rec.devices)
+        total = self.sources.total_bytes(rec.devices)
         return eff, to_rule(eff, total)
 
-    def _total_bytes(self, uuids: list[str]) -> int | None:
-        for d in self.devices:
-            if not uuids or d.uuid in uuids:
-                return int(d.total_bytes)
-        return None
+    def _new_tracked(self, rec: WorkloadRecord, key: WorkloadKey,
+                     rule: Rule | None = None) -> Tracked:
+        """A workload to track: its rule under the current policy (unless given), its region
+        opened."""
+        if rule is None:
+            _, rule = self._rule_for(rec)
+        t = Tracked(rec, key, rule)
+        self.regions.open(t)
+        return t
 
     def _restore(self) -> None:
         records, errors = self.ledger.load_all()
         for e in errors:
             self._emit({"event": "ledger_error", "error": e})
         for rec in records:
-            _, rule = self._rule_for(rec)
-            t = Tracked(rec, WorkloadKey(rec.namespace, rec.name, rec.container), rule)
-            self._open_region(t)
-            self.tracked[rec.wid] = t
+            self.tracked[rec.wid] = self._new_tracked(
+                rec, WorkloadKey(rec.namespace, rec.name, rec.container))
         procs = scan(self.cfg.proc_root)
         roots = {r.rec.wid: (Pid(r.rec.root_pid), r.rec.root_start)
                  for r in self.tracked.values()}
@@ -268,28 +182,9 @@ class Agent:
             if not self.table.pids_of(t.rec.wid):
                 self._end_workload(t.rec.wid, "no live process after restart")
             else:
-                self._emit({"event": "workload_restored", "workload": self._wl(t),
+                self._emit({"event": "workload_restored", "workload": workload_doc(t),
                             "pids": sorted(self.table.pids_of(t.rec.wid)),
                             "region_error": t.region_error or None})
-
-    def _open_region(self, t: Tracked) -> None:
-        from agent.regions import RegionReader
-
-        path = Path(t.rec.region)
-        try:
-            t.reader = RegionReader(path)
-            if t.region_error:
-                self._emit({"event": "region_recovered", "workload": self._wl(t)})
-            t.region_error = ""
-        except Exception as err:
-            t.reader = None
-            if not t.region_error:
-                self.region_errors_total += 1
-                self._emit({"event": "region_error", "workload": self._wl(t),
-                            "error": str(err), "handling": "memory judged by eBPF/NVML "
-                            "against the rule; no bypass verdict without the shim's view"})
-            t.region_error = str(err)
-            t.region_retry = self.clock() + 5.0
 
     # ---- admission (control socket) ---------------------------------------------------------
 
@@ -298,59 +193,46 @@ class Agent:
         from libvgpu.region import Region
 
         try:
-            name = str(req.get("name") or "workload")
-            namespace = str(req.get("namespace") or "default")
-            labels = {str(k): str(v) for k, v in dict(req.get("labels") or {}).items()}
-            request = dict(req.get("request") or {})
+            ask = parse_request(req)
         except (TypeError, ValueError) as err:
             return {"ok": False, "code": 2, "error": f"bad admission request: {err}"}
+        devices = self.sources.devices
         with self.lock:
-            rec = WorkloadRecord(wid="", namespace=namespace, name=name, labels=labels,
-                                 request=request, created=time.time())
+            rec = WorkloadRecord(wid="", namespace=ask.namespace, name=ask.name,
+                                 labels=ask.labels, request=ask.request, created=time.time())
             try:
                 eff, _ = self._rule_for(rec)
             except (TypeError, ValueError) as err:
                 return {"ok": False, "code": 2, "error": f"bad resource request: {err}"}
-            if eff.denied is not None:
-                self._emit({"event": "admission_denied", "workload": {
-                    "namespace": namespace, "pod": name}, "reason": eff.denied})
-                return {"ok": False, "code": 1, "error": f"denied by policy: {eff.denied}",
-                        "decided_by": eff.decided_by.get("denied", "")}
-            if not self.devices:
-                return {"ok": False, "code": 2, "error": "no GPU to run on: NVML is "
-                        f"unavailable ({self.nvml_reason}); on a machine without a GPU start "
-                        "the agent with the simulated GPU (gpuwarden sim env)"}
-            placed = fit(self._admission_node(), PodRequest((ContainerRequest(rec.container,
-                                                                            eff),)))
-            if isinstance(placed, Misfit):
-                self._emit({"event": "admission_refused", "workload": {
-                    "namespace": namespace, "pod": name}, "reason": placed.reason})
-                return {"ok": False, "code": 1, "error": "no GPU of this machine has room: "
-                        + placed.reason.removeprefix("gpuwarden: ")}
-            by_uuid = {d.uuid: d for d in self.devices}
-            chosen = [by_uuid[g.uuid] for g in placed.assignment.containers[0].devices]
-            rec.devices = [d.uuid for d in chosen]
-            rec.wid = f"{safe_id(namespace)}.{safe_id(name)}-{secrets.token_hex(3)}"
+            plan = plan_admission(ask, eff, rec.container, self.cfg.node, devices,
+                                  self._held, self.sources.nvml_reason)
+            if not isinstance(plan, Plan):
+                if plan.event is not None:
+                    self._emit(dict(plan.event))
+                return plan.reply()
+            rec.devices = plan.devices
+            rec.wid = f"{safe_id(ask.namespace)}.{safe_id(ask.name)}-{secrets.token_hex(3)}"
             rec.region = str(self.ledger.region_path(rec.wid))
-            limits = [eff.memory_limit_bytes(d.total_bytes) for d in chosen]
+            limits = list(plan.limits)
             try:
                 shim = str(shim_path())
                 with Region.create(rec.region, list(zip(rec.devices, limits, strict=True))) as r:
-                    for d in chosen:
-                        if eff.gpucores:
-                            r.set_compute_limit(d.uuid, int(eff.gpucores))
+                    for uuid in rec.devices:
+                        if plan.gpucores:
+                            r.set_compute_limit(uuid, plan.gpucores)
             except Exception as err:
                 return {"ok": False, "code": 2, "error": f"cannot prepare the workload: {err}"}
             rec.root_pid = peer_pid
             rec.root_start = start_time(peer_pid, self.cfg.proc_root) or 0
             self.ledger.save(rec)
-            rule = to_rule(eff, chosen[0].total_bytes)
-            t = Tracked(rec, WorkloadKey(namespace, name, rec.container), rule)
-            self._open_region(t)
+            rule = to_rule(eff, plan.gpus[0].total_bytes)
+            t = self._new_tracked(rec, WorkloadKey(ask.namespace, ask.name, rec.container),
+                                  rule)
             self.tracked[rec.wid] = t
             self.table.attach(Pid(peer_pid), rec.wid, rec.root_start)
-            env = self._env(rec, eff, limits, shim, len(chosen) < len(self.devices))
-            self._emit({"event": "workload_admitted", "workload": self._wl(t),
+            env = workload_env(plan, rec.wid, rec.region, shim,
+                               os.environ.get("LD_PRELOAD", ""), len(devices))
+            self._emit({"event": "workload_admitted", "workload": workload_doc(t),
                         "rule": rule.name, "limits_bytes": dict(zip(rec.devices, limits,
                                                                      strict=True)),
                         "gpucores": eff.gpucores, "priority": rule.priority,
@@ -358,49 +240,19 @@ class Agent:
                         "pid": peer_pid})
             self._dirty = True
             # its libcuda may be a new file: look soon, but not more than every 5 s
-            self._next_rescan = min(self._next_rescan, max(self._last_rescan_req + 5.0,
-                                                           self.clock() + 1.0))
+            src = self.sources
+            src.next_rescan = min(src.next_rescan, max(self._last_rescan_req + 5.0,
+                                                       self.clock() + 1.0))
             self._last_rescan_req = self.clock()
         self.wake()
         return {"ok": True, "wid": rec.wid, "env": env, "rule": rule.name,
                 "limits_bytes": limits, "devices": rec.devices,
                 "on_violation": eff.on_violation.describe(), "mode": rule.mode}
 
-    def _admission_node(self) -> NodeState:
-        """This machine as the placement core sees it: its GPUs and what the admitted
-        workloads hold (their limits under the current policy)."""
-        devices = tuple(GpuDevice(d.uuid, d.index, d.total_bytes // MIB, 100, d.name)
-                        for d in self.devices)
-        held = []
-        for t in self.tracked.values():
-            eff, _ = self._rule_for(t.rec)
-            grants = tuple(DeviceGrant(d.uuid, d.index, eff.memory_limit_bytes(d.total_bytes)
-                                       // MIB, int(eff.gpucores))
-                           for d in self.devices if d.uuid in t.rec.devices)
-            held.append(PodAssignment(self.cfg.node, (ContainerAssignment(t.rec.container,
-                                                                          grants),)))
-        return NodeState(self.cfg.node, NodeInventory(devices, DEVICE_SPLIT_COUNT),
-                         node_usage(held))
-
-    def _env(self, rec: WorkloadRecord, eff: Any, limits: list[int], shim: str,
-             subset: bool) -> dict[str, str]:
-        pre = os.environ.get("LD_PRELOAD", "")
-        env = {
-            "LD_PRELOAD": f"{shim}:{pre}" if pre else shim,
-            "CUDA_DEVICE_MEMORY_SHARED_CACHE": rec.region,
-            "CUDA_DEVICE_MEMORY_LIMIT": str(limits[0]),
-            "GPU_CORE_UTILIZATION_POLICY": str(eff.core_policy),
-            "CUDA_TASK_PRIORITY": str(eff.priority),
-            "ACTIVE_OOM_KILLER": "false",
-            MARKER_ENV: rec.wid,
-        }
-        for i, lim in enumerate(limits):
-            env[f"CUDA_DEVICE_MEMORY_LIMIT_{i}"] = str(lim)
-        if eff.gpucores:
-            env["CUDA_DEVICE_SM_LIMIT"] = str(int(eff.gpucores))
-        if subset:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(rec.devices)
-        return env
+    def _held(self) -> list[Held]:
+        """The admitted workloads, each with its effective rule under the current policy."""
+        return [Held(t.rec.container, t.rec.devices, self._rule_for(t.rec)[0])
+                for t in self.tracked.values()]
 
     # ---- the loop ---------------------------------------------------------------------------
 
@@ -408,11 +260,16 @@ class Agent:
         with contextlib.suppress(BlockingIOError):
             os.write(self._wake_w, b"x")
 
+    def _changed(self) -> None:
+        """Something a verdict depends on changed: judge again soon."""
+        self._dirty = True
+
     def run_forever(self) -> None:
         while not self.stopping.is_set():
             self.step()
 
     def step(self, max_wait: float | None = None) -> None:
+        src = self.sources
         now = self.clock()
         wait = max(0.0, self._next_tick - now)
         if max_wait is not None:
@@ -420,13 +277,13 @@ class Agent:
         if self._dirty:
             wait = max(0.0, self.MIN_TICK_GAP - (now - self._last_tick))
         fds: list[Any] = [self._wake_r]
-        if self.procevents is not None:
-            fds.append(self.procevents)
-        if self.ebpf is not None:
+        if src.procevents is not None:
+            fds.append(src.procevents)
+        if src.ebpf is not None:
             # Wake on the ring buffer's fd when there is one, but after a drain that found
             # events, wait EBPF_BATCH before listening to it again: at thousands of driver
             # calls a second, waking for each would cost more than judging them.
-            ring = self._ring_fd
+            ring = src.ring_fd
             if ring is None:
                 wait = min(wait, self.EBPF_BATCH)
             elif now >= self._ring_quiet_until:
@@ -434,7 +291,7 @@ class Agent:
             else:
                 wait = min(wait, self._ring_quiet_until - now)
             select.select(fds, [], [], wait)
-            events = self.ebpf.poll_events(0)
+            events = src.ebpf.poll_events(0)
             if events:
                 self._ring_quiet_until = self.clock() + self.EBPF_BATCH
             for e in events:
@@ -453,11 +310,11 @@ class Agent:
             if os.read(self._wake_r, 4096):
                 self._dirty = True
         self._process_events()
-        if self.cluster is not None:
-            if self.cluster.take_changed():
-                self._sync_pods()
-            elif self.clock() >= self._next_adopt:
-                self._adopt_scan()
+        if self.pods is not None:
+            if self.pods.cluster.take_changed():
+                self.pods.sync()
+            elif self.clock() >= self.pods.next_adopt:
+                self.pods.adopt_scan()
         now = self.clock()
         if (self._dirty and now - self._last_tick >= self.MIN_TICK_GAP) or now >= self._next_tick:
             self.tick(now)
@@ -501,7 +358,7 @@ class Agent:
                               "limit_bytes": self.enforcer.armed.get(Pid(e.pid))
                               if self.enforcer else None}
         if t is not None:
-            ev["workload"] = self._wl(t)
+            ev["workload"] = workload_doc(t)
             ev["rule"] = t.rule.name
             if self.enforcer is not None:
                 self.enforcer.actions[(t.key, "kernel_kill")] += 1
@@ -509,12 +366,13 @@ class Agent:
         self._emit(ev)
 
     def _process_events(self) -> None:
-        if self.procevents is None:
+        procevents = self.sources.procevents
+        if procevents is None:
             if self.clock() >= self._next_verify:
                 self._poll_proc()
             return
         try:
-            events = self.procevents.read()
+            events = procevents.read()
         except OSError as err:  # ENOBUFS: the kernel dropped events; rescan
             self._emit({"event": "procevents_overrun", "error": str(err)})
             self._poll_proc()
@@ -546,14 +404,18 @@ class Agent:
             if t is not None and t.reader is not None:
                 # a crashed process must not stay counted against its workload's limit
                 try:
-                    n = (self._reclaim_cluster(t) if cluster else
-                         t.reader.region.reclaim_dead() if pid in t.reader.read().procs else 0)
+                    if cluster:
+                        assert self.pods is not None
+                        n = self.pods.reclaim(t)
+                    else:
+                        n = (t.reader.region.reclaim_dead() if pid in t.reader.read().procs
+                             else 0)
                 except Exception as err:
-                    self._emit({"event": "region_error", "workload": self._wl(t),
+                    self._emit({"event": "region_error", "workload": workload_doc(t),
                                 "error": f"cannot reclaim a dead process's slot: {err}"})
                 else:
                     if n:
-                        self._emit({"event": "region_reclaimed", "workload": self._wl(t),
+                        self._emit({"event": "region_reclaimed", "workload": workload_doc(t),
                                     "pid": pid, "slots": n})
 
     def _verify_pids(self) -> None:
@@ -583,19 +445,18 @@ class Agent:
         t = self.tracked.pop(wid, None)
         self.table.drop_workload(wid)
         self.history = {k: v for k, v in self.history.items() if k[0] != wid}
-        if t is not None and t.reader is not None:
-            with contextlib.suppress(Exception):
-                t.reader.close()
+        if t is not None:
+            self.regions.close(t)
         self.ledger.remove(wid)  # before the event: whoever reads it finds the region gone
         if t is not None:
-            self._emit({"event": "workload_exited", "workload": self._wl(t), "why": why,
+            self._emit({"event": "workload_exited", "workload": workload_doc(t), "why": why,
                         "last_action": (self.enforcer.last_action.pop(wid, "")
                                         if self.enforcer else "")})
 
     def _protected(self) -> frozenset[Pid]:
         out = {Pid(os.getpid()), Pid(1)}
-        if self.cluster is not None:
-            out |= self._pending_pod_pids()
+        if self.pods is not None:
+            out |= self.pods.pending_pids()
         names = set()
         for p in self.cfg.protect:
             if p.isdigit():
@@ -603,45 +464,11 @@ class Agent:
             else:
                 names.add(p)
         if names:
-            gpu_pids: set[int] = set()
-            for view in (self.nvml_sample.memory if self.nvml_sample else {},
-                         self._ebpf_view or {}):
-                gpu_pids.update(view)
-            for pid in gpu_pids:
+            for pid in self.sources.gpu_pids():
                 info = read_proc(pid, self.cfg.proc_root, with_marker=False)
                 if info is not None and info.comm in names:
                     out.add(Pid(pid))
         return frozenset(out)
-
-    _ebpf_view: dict[Pid, dict[GpuUuid, int]] | None = None
-
-    def _read_ebpf(self) -> dict[Pid, dict[GpuUuid, int]] | None:
-        if self.ebpf is None:
-            return None
-        uuids = [d.uuid for d in self.devices]
-        ledger = self.ebpf.snapshot()
-        nvml = self.nvml_sample.memory if self.nvml_sample else {}
-        nvml_gpus = {Pid(pid): [u for u in uuids if u in nvml.get(Pid(pid), {})]
-                     for pid in ledger}
-        return ebpf_by_uuid(ledger, uuids, nvml_gpus,
-                            lambda pid: self._visible_gpus(pid, uuids))
-
-    def _visible_gpus(self, pid: int, uuids: list[str]) -> list[str] | None:
-        """The GPUs a process's environment at exec shows it (gpumap.visible_gpus), cached per
-        process (pid and start time; a workload's start time is already known)."""
-        start = self.table.start.get(Pid(pid)) or start_time(pid, self.cfg.proc_root)
-        if start is None:
-            return None
-        cache = self._env_gpus
-        key = (pid, start)
-        if key not in cache:
-            if len(cache) > 4096:
-                cache.clear()
-            env = environ_values(pid, ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"),
-                                 self.cfg.proc_root)
-            cache[key] = visible_gpus(env.get("NVIDIA_VISIBLE_DEVICES"),
-                                      env.get("CUDA_VISIBLE_DEVICES"), uuids)
-        return cache[key]
 
     MIN_TICK_GAP = 0.02  # event-driven ticks: at most 50 a second
     EBPF_BATCH = 0.02
@@ -651,50 +478,35 @@ class Agent:
         self._dirty = False
         self._last_tick = now
         self._next_tick = now + self.cfg.tick_seconds
+        src = self.sources
         with self.lock:
-            if self.ebpf is not None and now >= self._next_rescan:
-                self._next_rescan = now + self.cfg.rescan_seconds
-                with contextlib.suppress(Exception):
-                    self.ebpf.rescan()
-            if self.nvml is not None and now >= self._nvml_next:
-                # with eBPF on, NVML is the second opinion: sampled half as often
-                self._nvml_next = now + self.cfg.nvml_seconds * (2 if self.ebpf else 1)
-                try:
-                    self.nvml_sample = self.nvml.sample()
-                    self.nvml_reason = ""
-                except Exception as err:
-                    self.nvml_reason = f"sampling failed: {err}"
-                    self.nvml_sample = None
-            self._ebpf_view = self._read_ebpf()
-            if self.cluster is not None:
-                self._adopt_gpu_pids()
-            workloads = tuple(self._workload(t, now) for t in list(self.tracked.values()))
+            src.sample(now, self.cfg.rescan_seconds, self.cfg.nvml_seconds,
+                       self.table.start.get)
+            if self.pods is not None:
+                self.pods.adopt_gpu_pids()
+            seen = (src.ebpf_view or {}, src.nvml_memory())
+            host_pids = self.pods.host_pids if self.pods is not None else None
+            workloads = tuple(self.regions.workload(t, now, self.table, seen, host_pids)
+                              for t in list(self.tracked.values()))
             self._nvml_catch_up(workloads, now)
-            unmanaged = to_rule(self.watcher.policy.unmanaged, self._total_bytes([]),
+            unmanaged = to_rule(self.watcher.policy.unmanaged, src.total_bytes([]),
                                 name="unmanaged")
             if self.cfg.audit_unmanaged:
                 unmanaged = replace(unmanaged, mode=Mode.AUDIT)
             pol = AgentPolicy(unmanaged=unmanaged,
                               dry_run=self.cfg.dry_run, protected=self._protected())
             assert self.enforcer is not None
-            nvml_memory = self.nvml_sample.memory if self.nvml_sample else None
+            nvml_memory = src.nvml_sample.memory if src.nvml_sample else None
             if nvml_memory:  # a sample up to 2 s old: drop processes that have exited since
                 nvml_memory = {p: v for p, v in nvml_memory.items()
                                if running(p, self.cfg.proc_root)}
             snap = Snapshot(
-                workloads=workloads, ebpf=self._ebpf_view,
+                workloads=workloads, ebpf=src.ebpf_view,
                 nvml_memory=nvml_memory,
-                nvml_sm=self.nvml_sample.sm if self.nvml_sample else None,
+                nvml_sm=src.nvml_sample.sm if src.nvml_sample else None,
                 history=self.history, armed=dict(self.enforcer.armed),
-                ebpf_can_kill=self.ebpf is not None)
-            if self.ebpf is not None and now >= self._ebpf_counters_next:
-                self._ebpf_counters_next = now + 1.0  # kernel map reads: once a second
-                with contextlib.suppress(Exception):
-                    errs = self.ebpf.errors()
-                    self._ebpf_counters = (
-                        errs["lost_event"] + errs["queue_overflow"],
-                        sum(v for k, v in errs.items()
-                            if k not in ("lost_event", "queue_overflow")))
+                ebpf_can_kill=src.ebpf is not None)
+            src.read_ebpf_counters(now)
             # Nothing going on and nothing changed since the last loop: the same inputs with
             # an empty history give no verdict and no action, so skip the judging.
             self.enforcer.prune((w.key for w in workloads), now)
@@ -711,7 +523,7 @@ class Agent:
             self.history = remember(snap, pol, actions, now, verdicts)
             self._alerted_bypass = {k[0] for k, o in self.history.items()
                                     if k[1] == VerdictKind.BYPASS and o.alerted}
-            self._write_core_plan(snap)
+            self.regions.write_core_plan(snap, self.tracked)
             self.loop_seconds = time.perf_counter() - t0
             self._publish(snap, verdicts)
 
@@ -722,82 +534,21 @@ class Agent:
         """A new workload that holds memory by the shim or eBPF but is not in NVML's last
         sample (taken before it started, up to 2 s ago): sample NVML again in 0.2 s, so that
         its NVML figures do not read 0 for its first seconds."""
-        if self.nvml is None or self.nvml_sample is None:
+        src = self.sources
+        if src.nvml is None or src.nvml_sample is None:
             return
-        seen = self.nvml_sample.memory
+        seen = src.nvml_sample.memory
         wall = time.time()
         for w in workloads:
             t = self.tracked.get(w.wid)
             if t is None or wall - t.rec.created > self.NVML_NEW_WORKLOAD:
                 continue
             holds = any((w.shim_used or {}).values()) or any(
-                any((self._ebpf_view or {}).get(p, {}).values()) for p in w.pids)
+                any((src.ebpf_view or {}).get(p, {}).values()) for p in w.pids)
             if holds and not any(p in seen for p in w.pids):
-                self._nvml_next = min(self._nvml_next, now + self.NVML_CATCH_UP)
+                src.nvml_next = min(src.nvml_next, now + self.NVML_CATCH_UP)
                 self._next_tick = min(self._next_tick, now + self.NVML_CATCH_UP)
                 return
-
-    def _workload(self, t: Tracked, now: float) -> Workload:
-        if t.reader is None and now >= t.region_retry:
-            self._open_region(t)
-        if t.reader is not None:
-            try:
-                # the slot list costs more than the totals: read it every 2 s, and at once when
-                # a process of the workload that the shim does not list is seen on the GPU
-                pids = self.table.pids_of(t.rec.wid)
-                unknown = pids - t.shim_pids
-                seen = (self._ebpf_view or {}, self.nvml_sample.memory
-                        if self.nvml_sample else {})
-                with_procs = now >= t.procs_next or any(p in v for v in seen for p in unknown)
-                r = t.reader.read(with_procs=with_procs)
-                if not with_procs:
-                    r = replace(r, procs=t.procs)
-                else:
-                    t.procs, t.procs_next = r.procs, now + 2.0
-                t.used, t.limits = r.used, r.limits
-                if t.rec.pod_uid:  # the shim's pids are of the container's namespace
-                    alive = {Pid(p) for p in self._host_pids(t, r.procs)}
-                else:
-                    alive = {Pid(p) for p, st in r.procs.items()
-                             if self.table.start.get(Pid(p)) == st
-                             or start_time(p, self.cfg.proc_root) == st}
-                    for p in alive - self.table.pids_of(t.rec.wid):
-                        self.table.attach(p, t.rec.wid, r.procs[p])  # the shim says it's ours
-                t.shim_pids = frozenset(alive)
-            except Exception as err:
-                with contextlib.suppress(Exception):
-                    t.reader.close()
-                t.reader = None
-                t.region_error = ""
-                self._open_region(t)
-                if t.reader is None:
-                    t.region_error = t.region_error or str(err)
-        ok = t.reader is not None
-        return Workload(wid=t.rec.wid, key=t.key, rule=t.rule,
-                        pids=self.table.pids_of(t.rec.wid),
-                        shim_used={GpuUuid(u): b for u, b in t.used.items()} if ok else None,
-                        shim_pids=t.shim_pids if ok else frozenset(),
-                        region_error=t.region_error)
-
-    def _write_core_plan(self, snap: Snapshot) -> None:
-        occ: dict[GpuUuid, list[Workload]] = {}
-        for w in snap.workloads:
-            t = self.tracked.get(w.wid)
-            if t is None or t.reader is None:
-                continue
-            on = {GpuUuid(u) for u, b in t.used.items() if b > 0}
-            for g in on:
-                occ.setdefault(g, []).append(w)
-        for (wid, gpu), plan in core_plan(occ).items():
-            t = self.tracked[wid]
-            want = (plan.effective_cores_percent, "yield" if plan.yield_to_high else "run")
-            if t.plan_written.get(gpu) != want:
-                try:
-                    t.reader.region.set_compute_override(gpu, limit=want[0], yield_=want[1])
-                    t.plan_written[gpu] = want
-                except Exception as err:
-                    self._emit({"event": "region_error", "workload": self._wl(t),
-                                "error": f"cannot write the compute override: {err}"})
 
     def _on_reload(self, outcome: Any) -> None:
         self._emit({"event": "policy_reload", "ok": outcome.ok, "digest": outcome.digest,
@@ -809,12 +560,12 @@ class Agent:
             for t in self.tracked.values():
                 eff, rule = self._rule_for(t.rec)
                 if rule != t.rule:
-                    self._emit({"event": "rule_changed", "workload": self._wl(t),
+                    self._emit({"event": "rule_changed", "workload": workload_doc(t),
                                 "rule": rule.name, "memory_limit_bytes":
                                 rule.memory_limit_bytes})
                     t.rule = rule
                     if t.reader is not None:
-                        for d in self.devices:
+                        for d in self.sources.devices:
                             if d.uuid in t.rec.devices:
                                 with contextlib.suppress(Exception):
                                     t.reader.region.set_memory_limit(
@@ -823,116 +574,7 @@ class Agent:
                                                                       int(eff.gpucores))
             self._dirty = True
 
-    # ---- cluster mode: the node's pod containers are the workloads ----------------------------
-
-    ADOPT_PERIOD = 2.0  # look for processes in pod containers (exec'd ones have no owned parent)
-
-    def _sync_pods(self) -> None:
-        """Track every running GPU container of the node's pods, end those gone, and give each
-        its processes by cgroup."""
-        assert self.cluster is not None
-        want = {w: pc for w, pc in self.cluster.desired().items() if pc.container_id}
-        with self.lock:
-            for uid, why in self.cluster.bad_pods.items():
-                if uid not in self._bad_pods_told:
-                    self._emit({"event": "pod_unreadable", "pod_uid": uid, "error": why})
-            self._bad_pods_told = set(self.cluster.bad_pods)
-            for wid, t in list(self.tracked.items()):
-                pc = want.get(wid)
-                if t.rec.pod_uid and (pc is None or pc.container_id != t.rec.container_id):
-                    self._by_container.pop(t.rec.container_id, None)
-                    self._end_workload(wid, "the container is not running any more")
-            for wid, pc in want.items():
-                if wid not in self.tracked:
-                    self._track_pod_container(pc)
-        self._adopt_scan()
-
-    def _adopt_scan(self) -> None:
-        """Processes of pod containers that no workload owns yet (exec'd into a container,
-        started before its status named it): theirs now."""
-        assert self.cluster is not None
-        self._next_adopt = self.clock() + self.ADOPT_PERIOD
-        with self.lock:
-            for pid, st, ref in self.cluster.scan(self.table.owner):
-                self._adopt(pid, st, ref)
-
-    def _track_pod_container(self, pc: Any) -> None:
-        from agent.cluster import record_of
-
-        w = pc.workload
-        rec = record_of(pc, time.time())
-        _, rule = self._rule_for(rec)
-        t = Tracked(rec, WorkloadKey(w.namespace, w.name, w.container), rule)
-        self._open_region(t)
-        if not rec.devices and t.reader is not None:
-            with contextlib.suppress(Exception):
-                rec.devices = sorted(t.reader.read(with_procs=False).limits)
-        self.tracked[pc.wid] = t
-        self._by_container[pc.container_id] = pc.wid
-        self._dirty = True
-        self._emit({"event": "workload_adopted", "workload": self._wl(t), "rule": rule.name,
-                    "memory_limit_bytes": rule.memory_limit_bytes, "region": rec.region,
-                    "region_error": t.region_error or None})
-
-    def _adopt(self, pid: int, st: int, ref: Any) -> bool:
-        wid = self._by_container.get(ref.container_id)
-        if wid is None:
-            return False
-        assert self.cluster is not None
-        self.cluster.resolved(pid)
-        self.table.attach(Pid(pid), wid, st)
-        self._dirty = True
-        return True
-
-    def _adopt_gpu_pids(self) -> None:
-        """Processes on a GPU that no workload owns yet: in a pod container, they are its."""
-        assert self.cluster is not None
-        seen: set[int] = set(self._ebpf_view or {})
-        if self.nvml_sample is not None:
-            seen.update(self.nvml_sample.memory)
-        for pid in seen - set(self.table.owner):
-            st = start_time(pid, self.cfg.proc_root)
-            ref = self.cluster.container(pid, st) if st is not None else None
-            if ref is not None and st is not None:
-                self._adopt(pid, st, ref)
-
-    def _pending_pod_pids(self) -> set[Pid]:
-        """Unowned GPU processes in pod containers that the pod cache cannot name yet."""
-        assert self.cluster is not None
-        now = self.clock()
-        out: set[Pid] = set()
-        seen: set[int] = set(self._ebpf_view or {})
-        if self.nvml_sample is not None:
-            seen.update(self.nvml_sample.memory)
-        for pid in seen - set(self.table.owner):
-            if (self.cluster.container(pid) is not None
-                    and self.cluster.pending(pid, now)):
-                out.add(Pid(pid))
-        return out
-
-    def _host_pids(self, t: Tracked, procs: dict[int, int]) -> set[int]:
-        """The host pids of the shim's slots in a pod container's region."""
-        from agent.pods import host_pids
-
-        assert self.cluster is not None
-        mine = {int(p): self.table.start[p] for p in self.table.pids_of(t.rec.wid)
-                if p in self.table.start}
-        return set(host_pids(procs, self.cluster.ns_pids(mine)))
-
-    def _reclaim_cluster(self, t: Tracked) -> int:
-        """Free the slots of dead processes of a pod container: alive means a live process of
-        the container has that namespace pid and start time."""
-        assert self.cluster is not None and t.reader is not None
-        mine = {int(p): self.table.start[p] for p in self.table.pids_of(t.rec.wid)
-                if p in self.table.start}
-        live = set(self.cluster.ns_pids(mine).values())
-        return int(t.reader.region.reclaim_dead(alive=lambda p, st: (p, st) in live))
-
     # ---- views ------------------------------------------------------------------------------
-
-    def _wl(self, t: Tracked) -> dict[str, str]:
-        return {"id": t.rec.wid, "namespace": t.key.namespace, "pod": t.key.pod,
-                "container": t.key.container}
 
     def _emit(self, ev: dict[str, Any]) -> None:
         if self.audit is not None:
@@ -980,7 +622,8 @@ class Agent:
                         agree=(w.wid, gg) not in disagree and w.shim_used is not None,
                         last_action=enf.last_action.get(w.wid, "") if enf else "",
                         rule=w.rule.name))
-        ebpf_lost, ebpf_err = self._ebpf_counters
+        src = self.sources
+        ebpf_lost, ebpf_err = src.ebpf_counters
         return View(
             version=__version__, policy_digest=self.watcher.digest,
             policy_reloads_total=self.watcher.reloads_total,
@@ -989,11 +632,11 @@ class Agent:
             rows=tuple(rows), gpus=self._gpu_rows(), workloads=len(self.tracked),
             violations_total=dict(enf.violations) if enf else {},
             actions_total=dict(enf.actions) if enf else {},
-            ebpf_up=self.ebpf is not None, ebpf_reason=self.ebpf_reason,
+            ebpf_up=src.ebpf is not None, ebpf_reason=src.ebpf_reason,
             ebpf_lost_events_total=ebpf_lost, ebpf_errors_total=ebpf_err,
-            nvml_up=self.nvml is not None and not self.nvml_reason,
-            nvml_reason=self.nvml_reason, procevents_up=self.procevents is not None,
-            region_errors_total=self.region_errors_total, loop_seconds=self.loop_seconds,
+            nvml_up=src.nvml is not None and not src.nvml_reason,
+            nvml_reason=src.nvml_reason, procevents_up=src.procevents is not None,
+            region_errors_total=self.regions.errors_total, loop_seconds=self.loop_seconds,
             last_loop_ts=ts)
 
     def _gpu_rows(self) -> tuple[GpuRow, ...]:
@@ -1001,7 +644,8 @@ class Agent:
         mem: dict[str, int] = {}
         cores: dict[str, int] = {}
         slices: dict[str, int] = {}
-        for d in self.devices:
+        src = self.sources
+        for d in src.devices:
             for t in self.tracked.values():
                 if not t.rec.devices or d.uuid in t.rec.devices:
                     limit = t.rule.memory_limit_bytes
@@ -1009,9 +653,9 @@ class Agent:
                                                            else d.total_bytes, d.total_bytes)
                     cores[d.uuid] = cores.get(d.uuid, 0) + t.rule.cores_percent
                     slices[d.uuid] = slices.get(d.uuid, 0) + 1
-        sampled = self.nvml_sample.devices if self.nvml_sample is not None else {}
+        sampled = src.nvml_sample.devices if src.nvml_sample is not None else {}
         rows = []
-        for d in self.devices:
+        for d in src.devices:
             s = sampled.get(d.uuid)
             rows.append(GpuRow(
                 uuid=d.uuid, index=d.index, model=d.name, total_bytes=d.total_bytes,
@@ -1019,7 +663,7 @@ class Agent:
                 utilization_ratio=s.utilization_ratio if s else None,
                 allocated_bytes=mem.get(d.uuid, 0), cores_allocated_ratio=cores.get(d.uuid, 0)
                 / 100.0, slices=slices.get(d.uuid, 0),
-                healthy=self.nvml is not None and not self.nvml_reason
+                healthy=src.nvml is not None and not src.nvml_reason
                 and (s is None or s.healthy)))
         return tuple(rows)
 
@@ -1047,14 +691,9 @@ class Agent:
             self.reloader.stop()
         if self.cluster is not None:
             self.cluster.close()
-        if self.procevents is not None:
-            self.procevents.close()
-        if self.nvml is not None:
-            self.nvml.close()
+        self.sources.close_early()
         for t in self.tracked.values():
-            if t.reader is not None:
-                with contextlib.suppress(Exception):
-                    t.reader.close()
+            self.regions.close(t)
         if self.audit is not None:
             self.audit.close()
         os.close(self._wake_r)
@@ -1062,6 +701,4 @@ class Agent:
         # The state folder is free before the probes go: with `exiting`, a forked child takes
         # over their slow teardown and would otherwise hold the folder's lock for seconds.
         self.ledger.unlock()
-        if self.ebpf is not None:
-            with contextlib.suppress(Exception):
-                self.ebpf.close(exiting=True) if exiting else self.ebpf.close()
+        self.sources.close_ebpf(exiting)

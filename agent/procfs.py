@@ -8,11 +8,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.admission import MARKER_ENV
 from agent.model import Pid
 
 __all__ = ["MARKER_ENV", "ProcInfo", "environ_values", "read_proc", "scan", "start_time"]
-
-MARKER_ENV = "GPUWARDEN_WORKLOAD"
 
 
 @dataclass(frozen=True)

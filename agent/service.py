@@ -90,8 +90,8 @@ def serve(policy: list[str], state_dir: Path, metrics_port: int | None = None,
             print(f"gpuwarden agent: metrics on http://{metrics_host}:{metrics.port}/metrics "
                   f"and /healthz", file=sys.stderr, flush=True)
         print(f"gpuwarden agent: ready; state in {state_dir}; ebpf "
-              f"{'on' if agent.ebpf else 'off: ' + agent.ebpf_reason}; nvml "
-              f"{'on' if agent.nvml else 'off: ' + agent.nvml_reason}",
+              f"{'on' if agent.sources.ebpf else 'off: ' + agent.sources.ebpf_reason}; nvml "
+              f"{'on' if agent.sources.nvml else 'off: ' + agent.sources.nvml_reason}",
               file=sys.stderr, flush=True)
 
         def on_signal(signum: int, _frame: object) -> None:

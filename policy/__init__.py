@@ -5,7 +5,8 @@ Pure: reads policy files and nothing else. Imports no GPU, kernel, gRPC or Kuber
 (an import-linter contract keeps it so); YAML is read only by `policy.cli`.
 """
 
-from policy.compiler import CompiledPolicy, CompiledRule
+from policy.compiled import CompiledRule
+from policy.compiler import CompiledPolicy
 from policy.diagnostics import Diagnostic, Severity, Span
 from policy.loader import LoadResult, load_policy, load_texts
 from policy.model import EffectiveRule, ResourceRequest, ViolationResponse, Workload

@@ -19,6 +19,7 @@ __all__ = [
     "Severity",
     "Span",
     "closest",
+    "line_at",
     "render_all",
     "source_lines",
 ]
@@ -154,6 +155,12 @@ def source_lines(text: str) -> list[str]:
     if "\r" not in text:
         return text.split("\n")
     return [line.removesuffix("\r") for line in text.split("\n")]
+
+
+def line_at(lines: Sequence[str], line: int) -> str:
+    """Line `line` (1-based) of a file's `lines`, for a diagnostic's snippet; "" when the file
+    has no such line."""
+    return lines[line - 1] if 0 < line <= len(lines) else ""
 
 
 def render_all(diagnostics: Iterable[Diagnostic]) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from policy.compiler import CompiledPolicy
+from policy.evaluate import evaluate_rules
 from policy.model import Workload
 from policy.vocabulary import EFFECTIVE
 
@@ -31,7 +32,7 @@ def _slot_text(slot: str, text: str, behaviour: str) -> str:
 def explain_workload(policy: CompiledPolicy, workload: Workload, *, init: bool = False,
                      uses_gpu: bool = True) -> dict[str, Any]:
     matched = policy.matching(workload)
-    effective = policy.evaluate(workload)
+    effective = evaluate_rules(policy.defaults, workload, matched)  # matched once, not twice
     e = effective.to_json()
     values: dict[str, str] = {
         "denied": f"DENIED: {effective.denied}" if effective.denied else "allowed",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from policy import ast
-from policy.diagnostics import Diagnostic, Severity, Span, closest
+from policy.diagnostics import Diagnostic, Severity, Span, closest, line_at
 from policy.model import Workload
 
 __all__ = [
@@ -73,8 +73,7 @@ def _field_ok(field: ast.Field) -> bool:
 
 
 def _err(code: str, span: Span, msg: str, lines: list[str], hint: str | None = None) -> Diagnostic:
-    src = lines[span.line - 1] if 0 < span.line <= len(lines) else ""
-    return Diagnostic(code, Severity.ERROR, span, msg, hint, src)
+    return Diagnostic(code, Severity.ERROR, span, msg, hint, line_at(lines, span.line))
 
 
 def _check_field(field: ast.Field, is_has: bool, lines: list[str]) -> list[Diagnostic]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cudaprobe import CudaProbe
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -158,6 +159,13 @@ def k8s_fake_node(k8s_api) -> Iterator[Callable[..., object]]:  # type: ignore[n
     yield make
     for name in made:
         delete_node(k8s_api, name)
+
+
+# ---- the CUDA test program (tests/progs/cudaprobe.c, driven through tests/cudaprobe.py) ------
+@pytest.fixture(scope="session")
+def cudaprobe(tmp_path_factory: pytest.TempPathFactory) -> CudaProbe:
+    """The one CUDA test program, built on first use, once per session."""
+    return CudaProbe(tmp_path_factory.mktemp("cudaprobe"))
 
 
 # ---- the simulated GPU (libvgpu/sim) -------------------------------------------------------------

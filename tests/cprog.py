@@ -27,13 +27,15 @@ def compile_c(
     *,
     link_cuda: bool = False,
     extra_flags: Sequence[str] = (),
+    name: str | None = None,
 ) -> Path:
-    """Compile `src` into out_dir/<stem>; raises RuntimeError with the compiler's output."""
+    """Compile `src` into out_dir/<name> (default: the source's stem); raises RuntimeError with
+    the compiler's output."""
     cc = shutil.which("cc")
     if cc is None:
         raise RuntimeError("no C compiler (`cc`) on PATH; scripts/setup.sh installs one")
     out_dir.mkdir(parents=True, exist_ok=True)
-    exe = out_dir / src.stem
+    exe = out_dir / (name or src.stem)
     cmd = [cc, *CFLAGS, f"-I{INCLUDE}", f"-I{src.parent}", *extra_flags, str(src), "-o", str(exe)]
     if link_cuda:
         from libvgpu.paths import sim_lib_dir

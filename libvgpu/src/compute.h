@@ -1,6 +1,10 @@
-/* compute.h: the compute limiter at run time (docs/compute.md): the launch gate the hooks of
- * hooks_launch.c call, the per-process ticker that follows the node region and the container
- * region, and the GPU-time measurements that feed the cost estimates of limiter.c.
+/* compute.h: the compute limiter at run time as the hooks of hooks_launch.c see it
+ * (docs/compute.md): the fast-path word and the launch gate's entry points.  Behind them:
+ * compute.c (initialisation, configuration, the entry points), gate.c (the gate proper: yield,
+ * queue bound, pacer), measure.c (the GPU-time measurements that feed the cost estimates of
+ * limiter.c), ticker.c (the per-process ticker that follows the node region and the container
+ * region) and clock.c (the NVML clock thread: DVFS correction, busy feedback); their shared
+ * state is in compute_state.h.
  *
  * Fast path: one relaxed load of vgpu_compute_word.  When it reads VGPU_COMPUTE_FAST, the hook
  * calls the real entry point and nothing else: the process is initialised, its launches were
@@ -10,6 +14,7 @@
 #define VGPU_COMPUTE_RT_H
 
 #include <stdint.h>
+#include <time.h>
 
 #include "cuda_api.h"
 
@@ -43,6 +48,11 @@ void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream);
 void vgpu_compute_leave(struct vgpu_gate *g, CUstream stream, CUresult rc);
 
 /* CLOCK_MONOTONIC in ns. */
-uint64_t vgpu_compute_now(void);
+static inline uint64_t vgpu_compute_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 #endif

@@ -1,6 +1,8 @@
-/* hooks_cuda.c: the CUDA memory hooks.  Every hook has the same shape:
- *   real driver loaded? -> arguments / re-entry -> reserve (budget) -> real call -> commit or roll
- *   back.
+/* hooks_cuda.c: the CUDA memory hooks.  Every allocation and free hook has the same shape, the
+ * synchronous ones and the stream-ordered ones alike:
+ *   gate (real driver loaded? arguments, re-entry, which region entry, admit the bytes)
+ *   -> real call -> commit (count the bytes under the new handle, or give them back).
+ * The gates and commits are below; a hook names only its entry point, its size and its table.
  * What each path counts is documented in docs/libvgpu.md. */
 #include <stdint.h>
 
@@ -8,88 +10,115 @@
 #include "core.h"
 #include "hook.h"
 
-/* ---- helpers --------------------------------------------------------------------------------- */
+/* ---- gates and commits ----------------------------------------------------------------------- */
+
+/* Gate results besides a region entry (>= 0): VGPU_ENTRY_NONE (core.h) call the real entry
+ * point as it is; VGPU_ENTRY_REFUSE out of memory; this one: the real driver is not loaded. */
+#define VGPU_NOT_READY (-3)
+
+/* What a hook returns for a gate result below VGPU_ENTRY_NONE. */
+static CUresult vgpu_refusal(int gate)
+{
+    return gate == VGPU_NOT_READY ? CUDA_ERROR_NOT_INITIALIZED : CUDA_ERROR_OUT_OF_MEMORY;
+}
 
 static int vgpu_bypass(void)
 {
     return vgpu_in_driver != 0;
 }
 
-/* Region entry for an allocation in the current context, or -1 to pass straight through. */
-static int vgpu_alloc_entry(void)
+/* Where an allocation goes: the region entry of the CUDA device `*ordinal`, or of the current
+ * context's device when ordinal is NULL.  `pass` (arguments the hook does not count, such as a
+ * NULL out-pointer) and re-entry from inside the driver give VGPU_ENTRY_NONE; a region that
+ * could not be mapped at all gives VGPU_ENTRY_REFUSE (safe side). */
+static int vgpu_alloc_where(int pass, const int *ordinal)
 {
+    if (vgpu_cuda_ready() != 0)
+        return VGPU_NOT_READY;
+    if (pass || vgpu_bypass())
+        return VGPU_ENTRY_NONE;
     if (vgpu_core_ready() != 0)
-        return -2; /* no region could be mapped at all: refuse (safe side) */
-    return vgpu_current_entry();
+        return VGPU_ENTRY_REFUSE;
+    return ordinal != NULL ? vgpu_entry_of_ordinal(*ordinal) : vgpu_current_entry();
 }
 
-static void vgpu_track(struct vgpu_ptrtab *t, uint64_t key, uint64_t bytes, int entry)
+/* The gate of an allocation of `bytes` whose size is known before the call: the entry that
+ * admitted them, or a gate result (vgpu_alloc_where). */
+static int vgpu_alloc_gate(int pass, const int *ordinal, uint64_t bytes)
 {
-    /* when even the overflow list is out of memory the bytes stay counted (safe side) */
-    vgpu_ptrtab_insert(t, key, bytes, (uint32_t)entry, 0);
+    int e = vgpu_alloc_where(pass, ordinal);
+    return e >= 0 && vgpu_admit(e, bytes) != 0 ? VGPU_ENTRY_REFUSE : e;
 }
 
-/* Forget key before the real free (the driver may reuse it at once); 1 if it was tracked. */
-static int vgpu_untrack(struct vgpu_ptrtab *t, uint64_t key, struct vgpu_ptr_entry *e)
+/* The gate of an array in the current context: as vgpu_alloc_gate, and a size that overflowed
+ * (UINT64_MAX from vgpu_array_bytes) is refused wherever an entry would count it. */
+static int vgpu_array_gate(int pass, uint64_t bytes)
 {
-    if (__atomic_load_n(&vgpu_core_state, __ATOMIC_ACQUIRE) != 1)
+    int e = vgpu_alloc_where(pass, NULL);
+    return e >= 0 && (bytes == UINT64_MAX || vgpu_admit(e, bytes) != 0) ? VGPU_ENTRY_REFUSE : e;
+}
+
+/* After the real allocation on admitted entry e returned rc: the bytes stay counted under `key`
+ * (the new pointer or handle; read only on success) or are given back. */
+static CUresult vgpu_alloc_commit(CUresult rc, int e, uint64_t bytes, struct vgpu_ptrtab *t,
+                                  uint64_t key)
+{
+    if (rc != CUDA_SUCCESS)
+        vgpu_release(e, bytes);
+    else /* when even the overflow list is out of memory the bytes stay counted (safe side) */
+        vgpu_ptrtab_insert(t, key, bytes, (uint32_t)e, 0);
+    return rc;
+}
+
+/* The gate of a free: 1 when `key` was tracked (forgotten now, before the real free: the driver
+ * may reuse it at once; its entry in *out); 0 call the real entry point as it is (never seen,
+ * re-entry); VGPU_NOT_READY. */
+static int vgpu_free_gate(struct vgpu_ptrtab *t, uint64_t key, struct vgpu_ptr_entry *out)
+{
+    if (vgpu_cuda_ready() != 0)
+        return VGPU_NOT_READY;
+    if (vgpu_bypass() || __atomic_load_n(&vgpu_core_state, __ATOMIC_ACQUIRE) != 1)
         return 0;
-    return vgpu_ptrtab_remove(t, key, e) == 0;
+    return vgpu_ptrtab_remove(t, key, out) == 0;
 }
 
-static void vgpu_untrack_done(struct vgpu_ptrtab *t, const struct vgpu_ptr_entry *e, CUresult rc)
+/* After the real free returned rc: the bytes are given back, or tracked again (it failed). */
+static CUresult vgpu_free_commit(CUresult rc, struct vgpu_ptrtab *t, const struct vgpu_ptr_entry *e)
 {
     if (rc == CUDA_SUCCESS)
         vgpu_release((int)e->dev, e->bytes);
     else
         vgpu_ptrtab_insert(t, e->key, e->bytes, e->dev, e->aux);
+    return rc;
 }
 
 /* ---- device pointers --------------------------------------------------------------------------- */
 
 CUresult vgpu_hook_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    if (vgpu_cuda_ready() != 0)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (vgpu_bypass() || dptr == NULL)
+    int e = vgpu_alloc_gate(dptr == NULL, NULL, bytesize);
+    if (e == VGPU_ENTRY_NONE)
         return vgpu_cu.cuMemAlloc_v2(dptr, bytesize);
-    int e = vgpu_alloc_entry();
-    if (e == -1)
-        return vgpu_cu.cuMemAlloc_v2(dptr, bytesize);
-    if (e < 0 || vgpu_admit(e, bytesize) != 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (e < 0)
+        return vgpu_refusal(e);
     vgpu_in_driver++;
     CUresult rc = vgpu_cu.cuMemAlloc_v2(dptr, bytesize);
     vgpu_in_driver--;
-    if (rc != CUDA_SUCCESS) {
-        vgpu_release(e, bytesize);
-        return rc;
-    }
-    vgpu_track(&vgpu_core.ptrs, *dptr, bytesize, e);
-    return rc;
+    return vgpu_alloc_commit(rc, e, bytesize, &vgpu_core.ptrs, rc == CUDA_SUCCESS ? *dptr : 0);
 }
 VGPU_EXPORT_HOOK(cuMemAlloc_v2);
 
 CUresult vgpu_hook_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
-    if (vgpu_cuda_ready() != 0)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (vgpu_bypass() || dptr == NULL)
+    int e = vgpu_alloc_gate(dptr == NULL, NULL, bytesize);
+    if (e == VGPU_ENTRY_NONE)
         return vgpu_cu.cuMemAllocManaged(dptr, bytesize, flags);
-    int e = vgpu_alloc_entry();
-    if (e == -1)
-        return vgpu_cu.cuMemAllocManaged(dptr, bytesize, flags);
-    if (e < 0 || vgpu_admit(e, bytesize) != 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (e < 0)
+        return vgpu_refusal(e);
     vgpu_in_driver++;
     CUresult rc = vgpu_cu.cuMemAllocManaged(dptr, bytesize, flags);
     vgpu_in_driver--;
-    if (rc != CUDA_SUCCESS) {
-        vgpu_release(e, bytesize);
-        return rc;
-    }
-    vgpu_track(&vgpu_core.ptrs, *dptr, bytesize, e);
-    return rc;
+    return vgpu_alloc_commit(rc, e, bytesize, &vgpu_core.ptrs, rc == CUDA_SUCCESS ? *dptr : 0);
 }
 VGPU_EXPORT_HOOK(cuMemAllocManaged);
 
@@ -98,15 +127,11 @@ VGPU_EXPORT_HOOK(cuMemAllocManaged);
 CUresult vgpu_hook_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
                                       size_t Height, unsigned int ElementSizeBytes)
 {
-    if (vgpu_cuda_ready() != 0)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (vgpu_bypass() || dptr == NULL || pPitch == NULL)
-        return vgpu_cu.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-    int e = vgpu_alloc_entry();
-    if (e == -1)
+    int e = vgpu_alloc_where(dptr == NULL || pPitch == NULL, NULL);
+    if (e == VGPU_ENTRY_NONE)
         return vgpu_cu.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     if (e < 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return vgpu_refusal(e);
     vgpu_in_driver++;
     CUresult rc = vgpu_cu.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     vgpu_in_driver--;
@@ -121,23 +146,20 @@ CUresult vgpu_hook_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
         *dptr = 0;
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    vgpu_track(&vgpu_core.ptrs, *dptr, bytes, e);
-    return rc;
+    return vgpu_alloc_commit(rc, e, bytes, &vgpu_core.ptrs, *dptr);
 }
 VGPU_EXPORT_HOOK(cuMemAllocPitch_v2);
 
 CUresult vgpu_hook_cuMemFree_v2(CUdeviceptr dptr)
 {
     struct vgpu_ptr_entry t;
-    if (vgpu_cuda_ready() != 0)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (vgpu_bypass() || !vgpu_untrack(&vgpu_core.ptrs, dptr, &t))
-        return vgpu_cu.cuMemFree_v2(dptr); /* never seen: pass through unharmed */
+    int g = vgpu_free_gate(&vgpu_core.ptrs, dptr, &t);
+    if (g <= 0) /* never seen: pass through unharmed */
+        return g < 0 ? vgpu_refusal(g) : vgpu_cu.cuMemFree_v2(dptr);
     vgpu_in_driver++;
     CUresult rc = vgpu_cu.cuMemFree_v2(dptr);
     vgpu_in_driver--;
-    vgpu_untrack_done(&vgpu_core.ptrs, &t, rc);
-    return rc;
+    return vgpu_free_commit(rc, &vgpu_core.ptrs, &t);
 }
 VGPU_EXPORT_HOOK(cuMemFree_v2);
 
@@ -153,21 +175,16 @@ static CUresult vgpu_alloc_async(vgpu_alloc_async_fn real, vgpu_alloc_pool_fn re
 {
     if (vgpu_cuda_ready() != 0 || (real == NULL && real_pool == NULL))
         return CUDA_ERROR_NOT_INITIALIZED;
-    int e = vgpu_bypass() || dptr == NULL ? -1 : vgpu_alloc_entry();
-    if (e < -1 || (e >= 0 && vgpu_admit(e, bytesize) != 0))
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    int e = vgpu_alloc_gate(dptr == NULL, NULL, bytesize);
+    if (e < VGPU_ENTRY_NONE)
+        return vgpu_refusal(e);
     vgpu_in_driver++;
     CUresult rc = real != NULL ? real(dptr, bytesize, stream)
                                : real_pool(dptr, bytesize, pool, stream);
     vgpu_in_driver--;
     if (e < 0)
         return rc;
-    if (rc != CUDA_SUCCESS) {
-        vgpu_release(e, bytesize);
-        return rc;
-    }
-    vgpu_track(&vgpu_core.ptrs, *dptr, bytesize, e);
-    return rc;
+    return vgpu_alloc_commit(rc, e, bytesize, &vgpu_core.ptrs, rc == CUDA_SUCCESS ? *dptr : 0);
 }
 
 static CUresult vgpu_free_async(vgpu_free_async_fn real, CUdeviceptr dptr, CUstream stream)
@@ -175,13 +192,12 @@ static CUresult vgpu_free_async(vgpu_free_async_fn real, CUdeviceptr dptr, CUstr
     struct vgpu_ptr_entry t;
     if (vgpu_cuda_ready() != 0 || real == NULL)
         return CUDA_ERROR_NOT_INITIALIZED;
-    if (vgpu_bypass() || !vgpu_untrack(&vgpu_core.ptrs, dptr, &t))
+    if (vgpu_free_gate(&vgpu_core.ptrs, dptr, &t) <= 0)
         return real(dptr, stream);
     vgpu_in_driver++;
     CUresult rc = real(dptr, stream);
     vgpu_in_driver--;
-    vgpu_untrack_done(&vgpu_core.ptrs, &t, rc);
-    return rc;
+    return vgpu_free_commit(rc, &vgpu_core.ptrs, &t);
 }
 
 CUresult vgpu_hook_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
@@ -228,42 +244,29 @@ VGPU_EXPORT_HOOK(cuMemFreeAsync_ptsz);
 CUresult vgpu_hook_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                const CUmemAllocationProp *prop, unsigned long long flags)
 {
-    if (vgpu_cuda_ready() != 0)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (vgpu_bypass() || handle == NULL || prop == NULL ||
-        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
-        return vgpu_cu.cuMemCreate(handle, size, prop, flags);
-    if (vgpu_core_ready() != 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    int e = vgpu_entry_of_ordinal(prop->location.id);
+    int pass = handle == NULL || prop == NULL || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE;
+    int e = vgpu_alloc_gate(pass, pass ? NULL : &prop->location.id, size);
     if (e == VGPU_ENTRY_NONE)
         return vgpu_cu.cuMemCreate(handle, size, prop, flags);
-    if (e < 0 || vgpu_admit(e, size) != 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (e < 0)
+        return vgpu_refusal(e);
     vgpu_in_driver++;
     CUresult rc = vgpu_cu.cuMemCreate(handle, size, prop, flags);
     vgpu_in_driver--;
-    if (rc != CUDA_SUCCESS) {
-        vgpu_release(e, size);
-        return rc;
-    }
-    vgpu_track(&vgpu_core.handles, *handle, size, e);
-    return rc;
+    return vgpu_alloc_commit(rc, e, size, &vgpu_core.handles, rc == CUDA_SUCCESS ? *handle : 0);
 }
 VGPU_EXPORT_HOOK(cuMemCreate);
 
 CUresult vgpu_hook_cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     struct vgpu_ptr_entry t;
-    if (vgpu_cuda_ready() != 0)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (vgpu_bypass() || !vgpu_untrack(&vgpu_core.handles, handle, &t))
-        return vgpu_cu.cuMemRelease(handle);
+    int g = vgpu_free_gate(&vgpu_core.handles, handle, &t);
+    if (g <= 0)
+        return g < 0 ? vgpu_refusal(g) : vgpu_cu.cuMemRelease(handle);
     vgpu_in_driver++;
     CUresult rc = vgpu_cu.cuMemRelease(handle);
     vgpu_in_driver--;
-    vgpu_untrack_done(&vgpu_core.handles, &t, rc);
-    return rc;
+    return vgpu_free_commit(rc, &vgpu_core.handles, &t);
 }
 VGPU_EXPORT_HOOK(cuMemRelease);
 
@@ -313,80 +316,59 @@ static uint64_t vgpu_mipmapped_bytes(const CUDA_ARRAY3D_DESCRIPTOR *a, unsigned 
     return total;
 }
 
-/* Admit bytes for an array-like allocation in the current context: entry, -1 pass, -2 refuse. */
-static int vgpu_admit_current(uint64_t bytes)
+/* The key an array handle is tracked under. */
+static uint64_t vgpu_array_key(const void *handle)
 {
-    int e = vgpu_alloc_entry();
-    if (e == -1)
-        return -1;
-    if (e < 0 || bytes == UINT64_MAX || vgpu_admit(e, bytes) != 0)
-        return -2;
-    return e;
+    return (uint64_t)(uintptr_t)handle;
 }
 
 CUresult vgpu_hook_cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)
 {
-    if (vgpu_cuda_ready() != 0)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (vgpu_bypass() || pHandle == NULL || pAllocateArray == NULL)
-        return vgpu_cu.cuArrayCreate_v2(pHandle, pAllocateArray);
     const CUDA_ARRAY_DESCRIPTOR *a = pAllocateArray;
-    uint64_t bytes = vgpu_array_bytes(a->Width, a->Height, 1, a->Format, a->NumChannels);
-    int e = vgpu_admit_current(bytes);
-    if (e == -1)
+    uint64_t bytes = a != NULL ? vgpu_array_bytes(a->Width, a->Height, 1, a->Format,
+                                                  a->NumChannels) : 0;
+    int e = vgpu_array_gate(pHandle == NULL || a == NULL, bytes);
+    if (e == VGPU_ENTRY_NONE)
         return vgpu_cu.cuArrayCreate_v2(pHandle, pAllocateArray);
     if (e < 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return vgpu_refusal(e);
     vgpu_in_driver++;
     CUresult rc = vgpu_cu.cuArrayCreate_v2(pHandle, pAllocateArray);
     vgpu_in_driver--;
-    if (rc != CUDA_SUCCESS) {
-        vgpu_release(e, bytes);
-        return rc;
-    }
-    vgpu_track(&vgpu_core.arrays, (uint64_t)(uintptr_t)*pHandle, bytes, e);
-    return rc;
+    return vgpu_alloc_commit(rc, e, bytes, &vgpu_core.arrays,
+                             rc == CUDA_SUCCESS ? vgpu_array_key(*pHandle) : 0);
 }
 VGPU_EXPORT_HOOK(cuArrayCreate_v2);
 
 CUresult vgpu_hook_cuArray3DCreate_v2(CUarray *pHandle,
                                       const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray)
 {
-    if (vgpu_cuda_ready() != 0)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (vgpu_bypass() || pHandle == NULL || pAllocateArray == NULL)
-        return vgpu_cu.cuArray3DCreate_v2(pHandle, pAllocateArray);
     const CUDA_ARRAY3D_DESCRIPTOR *a = pAllocateArray;
-    uint64_t bytes = vgpu_array_bytes(a->Width, a->Height, a->Depth, a->Format, a->NumChannels);
-    int e = vgpu_admit_current(bytes);
-    if (e == -1)
+    uint64_t bytes = a != NULL ? vgpu_array_bytes(a->Width, a->Height, a->Depth, a->Format,
+                                                  a->NumChannels) : 0;
+    int e = vgpu_array_gate(pHandle == NULL || a == NULL, bytes);
+    if (e == VGPU_ENTRY_NONE)
         return vgpu_cu.cuArray3DCreate_v2(pHandle, pAllocateArray);
     if (e < 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return vgpu_refusal(e);
     vgpu_in_driver++;
     CUresult rc = vgpu_cu.cuArray3DCreate_v2(pHandle, pAllocateArray);
     vgpu_in_driver--;
-    if (rc != CUDA_SUCCESS) {
-        vgpu_release(e, bytes);
-        return rc;
-    }
-    vgpu_track(&vgpu_core.arrays, (uint64_t)(uintptr_t)*pHandle, bytes, e);
-    return rc;
+    return vgpu_alloc_commit(rc, e, bytes, &vgpu_core.arrays,
+                             rc == CUDA_SUCCESS ? vgpu_array_key(*pHandle) : 0);
 }
 VGPU_EXPORT_HOOK(cuArray3DCreate_v2);
 
 CUresult vgpu_hook_cuArrayDestroy(CUarray hArray)
 {
     struct vgpu_ptr_entry t;
-    if (vgpu_cuda_ready() != 0)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (vgpu_bypass() || !vgpu_untrack(&vgpu_core.arrays, (uint64_t)(uintptr_t)hArray, &t))
-        return vgpu_cu.cuArrayDestroy(hArray);
+    int g = vgpu_free_gate(&vgpu_core.arrays, vgpu_array_key(hArray), &t);
+    if (g <= 0)
+        return g < 0 ? vgpu_refusal(g) : vgpu_cu.cuArrayDestroy(hArray);
     vgpu_in_driver++;
     CUresult rc = vgpu_cu.cuArrayDestroy(hArray);
     vgpu_in_driver--;
-    vgpu_untrack_done(&vgpu_core.arrays, &t, rc);
-    return rc;
+    return vgpu_free_commit(rc, &vgpu_core.arrays, &t);
 }
 VGPU_EXPORT_HOOK(cuArrayDestroy);
 
@@ -394,41 +376,31 @@ CUresult vgpu_hook_cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
                                           const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
                                           unsigned int numMipmapLevels)
 {
-    if (vgpu_cuda_ready() != 0)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (vgpu_bypass() || pHandle == NULL || pMipmappedArrayDesc == NULL)
-        return vgpu_cu.cuMipmappedArrayCreate(pHandle, pMipmappedArrayDesc, numMipmapLevels);
-    uint64_t bytes = vgpu_mipmapped_bytes(pMipmappedArrayDesc, numMipmapLevels);
-    int e = vgpu_admit_current(bytes);
-    if (e == -1)
-        return vgpu_cu.cuMipmappedArrayCreate(pHandle, pMipmappedArrayDesc, numMipmapLevels);
+    const CUDA_ARRAY3D_DESCRIPTOR *a = pMipmappedArrayDesc;
+    uint64_t bytes = a != NULL ? vgpu_mipmapped_bytes(a, numMipmapLevels) : 0;
+    int e = vgpu_array_gate(pHandle == NULL || a == NULL, bytes);
+    if (e == VGPU_ENTRY_NONE)
+        return vgpu_cu.cuMipmappedArrayCreate(pHandle, a, numMipmapLevels);
     if (e < 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return vgpu_refusal(e);
     vgpu_in_driver++;
-    CUresult rc = vgpu_cu.cuMipmappedArrayCreate(pHandle, pMipmappedArrayDesc, numMipmapLevels);
+    CUresult rc = vgpu_cu.cuMipmappedArrayCreate(pHandle, a, numMipmapLevels);
     vgpu_in_driver--;
-    if (rc != CUDA_SUCCESS) {
-        vgpu_release(e, bytes);
-        return rc;
-    }
-    vgpu_track(&vgpu_core.arrays, (uint64_t)(uintptr_t)*pHandle, bytes, e);
-    return rc;
+    return vgpu_alloc_commit(rc, e, bytes, &vgpu_core.arrays,
+                             rc == CUDA_SUCCESS ? vgpu_array_key(*pHandle) : 0);
 }
 VGPU_EXPORT_HOOK(cuMipmappedArrayCreate);
 
 CUresult vgpu_hook_cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
 {
     struct vgpu_ptr_entry t;
-    uint64_t key = (uint64_t)(uintptr_t)hMipmappedArray;
-    if (vgpu_cuda_ready() != 0)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (vgpu_bypass() || !vgpu_untrack(&vgpu_core.arrays, key, &t))
-        return vgpu_cu.cuMipmappedArrayDestroy(hMipmappedArray);
+    int g = vgpu_free_gate(&vgpu_core.arrays, vgpu_array_key(hMipmappedArray), &t);
+    if (g <= 0)
+        return g < 0 ? vgpu_refusal(g) : vgpu_cu.cuMipmappedArrayDestroy(hMipmappedArray);
     vgpu_in_driver++;
     CUresult rc = vgpu_cu.cuMipmappedArrayDestroy(hMipmappedArray);
     vgpu_in_driver--;
-    vgpu_untrack_done(&vgpu_core.arrays, &t, rc);
-    return rc;
+    return vgpu_free_commit(rc, &vgpu_core.arrays, &t);
 }
 VGPU_EXPORT_HOOK(cuMipmappedArrayDestroy);
 

@@ -23,7 +23,10 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+from cprog import compile_c  # noqa: E402
+from cudaprobe import SRC, parse  # noqa: E402
 
 from bpf.audit import AuditProbe  # noqa: E402
 from libvgpu.paths import sim_lib_dir  # noqa: E402
@@ -31,27 +34,25 @@ from libvgpu.sim import sim_env  # noqa: E402
 
 
 def build_driver(out: Path) -> Path:
-    exe = out / "cuda_ops"
-    src = REPO / "tests" / "bpf" / "csrc" / "cuda_ops.c"
-    subprocess.run(["cc", "-std=c11", "-D_GNU_SOURCE", "-O2", str(src), "-o", str(exe), "-ldl"],
-                   check=True)  # fmt: skip
-    return exe
+    """The CUDA test program (tests/progs/cudaprobe.c), optimised as a benchmark's driver."""
+    return compile_c(SRC, out, extra_flags=["-O2"])
 
 
-def measure(exe: Path, env: dict[str, str], op: str, n: int, field: str) -> float:
-    out = subprocess.run([str(exe), "init", "primary", "0", op, str(n)]
-                         + (["4096"] if op == "loop" else []),
+def measure(exe: Path, env: dict[str, str], op: str, field: str) -> float:
+    out = subprocess.run([str(exe), "init", "primary:0", op],
                          env=env, capture_output=True, text=True, check=True).stdout  # fmt: skip
-    line = next(ln for ln in out.splitlines() if ln.startswith(f"returned {op} rc=0"))
-    return float(dict(p.split("=") for p in line.split()[2:])[field])
+    _pid, rows = parse(out)
+    (row,) = [r for r in rows if r["op"] == op]
+    assert row["rc"] == "0", row
+    return float(row[field])
 
 
 def launch_ns(exe: Path, env: dict[str, str], n: int) -> float:
-    return measure(exe, env, "launch", n, "ns_per_launch")
+    return measure(exe, env, f"launch:{n}:1", "ns_per_launch")
 
 
 def pair_ns(exe: Path, env: dict[str, str], n: int) -> float:
-    return measure(exe, env, "loop", n, "ns_per_pair")
+    return measure(exe, env, f"loop:{n}:4096", "ns_per_pair")
 
 
 def map_memory(probe: AuditProbe) -> dict[str, int]:

@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import lark
 
 from policy import CompiledRule, ResourceRequest, Workload, load_policy
-from policy.compiler import _Evaluation, compile_modules
+from policy.compiler import compile_modules
+from policy.evaluate import evaluate_rules
 from policy.loader import PARSE_CACHE
 from policy.parser import parse, parse_with_lark, parser
 
@@ -169,7 +170,7 @@ def main() -> int:
     assert indexed == [r.name for r in scan_matching(w)], "index and scan disagree"
 
     def scan_evaluate(wl: Workload) -> object:
-        return _Evaluation(policy, wl, scan_matching(wl)).result()
+        return evaluate_rules(policy.defaults, wl, scan_matching(wl))
 
     def sample(fn, n: int) -> list[float]:  # type: ignore[no-untyped-def]
         for _ in range(min(n, 1000)):

@@ -25,12 +25,10 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parents[1])]  # the repository's packages before tests/ folders of the
 sys.path += [str(HERE.parent), str(HERE.parent / "policy" / "diagnostics")]  # same names
 
-from cprog import compile_c  # noqa: E402
+from cudaprobe import CudaProbe, Running  # noqa: E402
 
 from libvgpu.paths import shim_path  # noqa: E402
 from libvgpu.sim import sim_env  # noqa: E402
-
-PROBE = HERE.parent / "libvgpu" / "progs" / "memprobe.c"
 
 
 def main() -> int:
@@ -38,44 +36,37 @@ def main() -> int:
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 30
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        exe = compile_c(PROBE, tmp / "memprobe")
+        probe = CudaProbe(tmp / "cudaprobe")
         env = {**os.environ, **sim_env(tmp / "sim.state", devices=1, memory="80GiB"),
                "LD_PRELOAD": str(shim_path()), "CUDA_DEVICE_MEMORY_LIMIT": "1g"}
 
-        def start(region: Path, *ops: str, **kw: object) -> subprocess.Popen[str]:
-            return subprocess.Popen([str(exe), "dlsym", *ops], text=True,
-                                    env={**env, "CUDA_DEVICE_MEMORY_SHARED_CACHE": str(region)},
-                                    **kw)  # type: ignore[call-overload]
+        def region_env(region: Path) -> dict[str, str]:
+            return {**env, "CUDA_DEVICE_MEMORY_SHARED_CACHE": str(region)}
 
         def works(region: Path, nbytes: int) -> bool:
-            p = start(region, f"alloc:{nbytes}", stdout=subprocess.PIPE,
-                      stderr=subprocess.DEVNULL)
-            out, _ = p.communicate(timeout=30)
-            return "rc=0" in out
+            return probe.run("init", "primary:0", f"alloc:{nbytes}", env=region_env(region)).ok
 
         works(tmp / "warm", 1)  # the simulated GPU's state exists before any kill
         rng = random.Random(15)
         unusable = 0
         for i in range(kills):
-            p = start(tmp / f"r{i}", "info", stdout=subprocess.DEVNULL,
-                      stderr=subprocess.DEVNULL)
-            time.sleep(rng.uniform(0.0005, 0.003))
+            p = subprocess.Popen(probe.argv("init", "primary:0", "info"),
+                                 env=region_env(tmp / f"r{i}"), stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+            time.sleep(rng.uniform(0.0005, 0.003))  # the kill's moment is the variable
             p.kill()
             p.wait()
             unusable += not works(tmp / f"r{i}", 100 << 20)
         print(f"kills during region creation: {kills}, regions unusable afterwards: {unusable}")
 
-        zombie = start(tmp / "z", f"alloc:{700 << 20}", "hold", stdin=subprocess.PIPE,
-                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        assert zombie.stdout is not None
-        zombie.stdout.readline()
-        zombie.stdout.readline()
+        zombie: Running = probe.hold("init", "primary:0", f"alloc:{700 << 20}",
+                                     env=region_env(tmp / "z"))
         os.kill(zombie.pid, signal.SIGKILL)
         while Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
             time.sleep(0.005)
         failed = sum(not works(tmp / "z", 500 << 20) for _ in range(runs))
         print(f"runs while a zombie held 700 MiB of the 1 GiB slice: {runs}, failed: {failed}")
-        zombie.wait()
+        zombie.kill()  # reaps it
 
         from test_hostile_files_end_in_a_diagnostic import CASES
 

@@ -1,5 +1,5 @@
-"""Fixtures of the eBPF audit tests: the C driver program (cuda_ops), the libcuda it drives,
-and one AuditProbe shared by the tests that only need the default configuration (compiling
+"""Fixtures of the eBPF audit tests: the libcuda the CUDA test program (tests/cudaprobe.py)
+drives, and one AuditProbe shared by the tests that only need the default configuration (compiling
 the BPF program takes seconds).  Tests tell their processes apart by pid.
 """
 
@@ -7,15 +7,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from bpf_harness import CSRC, Driver, build_fake_libcuda, compile_c
-
-
-@pytest.fixture(scope="session")
-def cuda_ops(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return compile_c(CSRC / "cuda_ops.c", tmp_path_factory.mktemp("ops") / "cuda_ops", "-ldl")
+from bpf_harness import Driver, build_fake_libcuda
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bpf_harness import Driver, Ops
+from bpf_harness import Driver
+from cudaprobe import CudaProbe, Running
 
 from bpf.audit import AuditProbe
 
@@ -35,15 +36,15 @@ def cgroup() -> Iterator[Path]:
         path.rmdir()
 
 
-def test_only_the_cgroup_is_traced(cgroup: Path, cuda_ops: Path, driver: Driver) -> None:
+def test_only_the_cgroup_is_traced(cgroup: Path, cudaprobe: CudaProbe, driver: Driver) -> None:
     cgroup_id = os.stat(cgroup).st_ino  # a cgroup v2 id is its directory's inode number
-    script = ["init", "primary", "0", "alloc", "31337", "wait"]
+    script = ["init", "primary:0", "alloc:31337", "wait"]
     with AuditProbe(libs=[driver.lib], cgroup_ids={cgroup_id}) as probe:
         shell_env = dict(driver.env, GW_CGROUP_PROCS=str(cgroup / "cgroup.procs"))
-        inside = Ops(Path("/bin/sh"), Driver(driver.lib, shell_env),
-                     ["-c", f'echo pid $$; echo $$ > "$GW_CGROUP_PROCS"; exec {cuda_ops} '
-                      + " ".join(script)])  # fmt: skip
-        outside = Ops(cuda_ops, driver, script)
+        # the shell moves itself into the cgroup, then becomes the program (same pid)
+        inside = Running(["/bin/sh", "-c", 'echo $$ > "$GW_CGROUP_PROCS"; exec "$@"', "sh",
+                          *cudaprobe.argv(*script)], shell_env)
+        outside = cudaprobe.start(*script, env=driver.env)
         try:
             inside.wait_for()
             outside.wait_for()

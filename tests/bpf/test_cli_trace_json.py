@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from bpf_harness import Driver, Ops
+from bpf_harness import Driver
+from cudaprobe import CudaProbe
 
 from bpf.cli import process_rows
 
@@ -39,11 +40,11 @@ def sim_uuid(driver: Driver, index: int) -> str:
 
 
 @pytest.mark.bpf
-def test_json_intervals_and_final_processes(cuda_ops: Path, driver: Driver) -> None:
-    held = Ops(cuda_ops, driver, ["init", "ctx", "1", "alloc", "65536", "wait"])  # before
+def test_json_intervals_and_final_processes(cudaprobe: CudaProbe, driver: Driver) -> None:
+    held = cudaprobe.start("init", "ctx:1", "alloc:65536", "wait", env=driver.env)  # before
     held.wait_for()
     tr = trace(driver, "--json", "--duration", "25", "--interval", "1")
-    proc = Ops(cuda_ops, driver, ["init", "ctx", "2", "alloc", "123456", "launch", "9", "wait"])
+    proc = cudaprobe.start("init", "ctx:2", "alloc:123456", "launch:9:1", "wait", env=driver.env)
     proc.wait_for()
     out, err = tr.communicate(timeout=60)
     for p in (proc, held):
@@ -56,7 +57,7 @@ def test_json_intervals_and_final_processes(cuda_ops: Path, driver: Driver) -> N
     final = reports[-1]
     rows = {p["pid"]: p for p in final["processes"]}
     mine = rows[proc.pid]
-    assert mine["comm"] == "cuda_ops" and mine["launches"] == 9
+    assert mine["comm"] == "cudaprobe" and mine["launches"] == 9
     [dev] = mine["devices"]
     assert dev["device"] == 2 and dev["gpu_uuid"] == sim_uuid(driver, 2)
     assert dev["ebpf_bytes"] == 123456 and dev["nvml_bytes"] >= 123456  # context included
@@ -69,10 +70,10 @@ def test_json_intervals_and_final_processes(cuda_ops: Path, driver: Driver) -> N
 
 @pytest.mark.bpf
 def test_duration_is_the_whole_run_and_the_table_lists_the_process(
-        cuda_ops: Path, driver: Driver) -> None:
+        cudaprobe: CudaProbe, driver: Driver) -> None:
     t0 = time.monotonic()
     tr = trace(driver, "--duration", "12", "--interval", "1", "--no-launch-counters")
-    proc = Ops(cuda_ops, driver, ["init", "primary", "1", "alloc", "4321", "launch", "2", "wait"])
+    proc = cudaprobe.start("init", "primary:1", "alloc:4321", "launch:2:1", "wait", env=driver.env)
     proc.wait_for()
     out, _ = tr.communicate(timeout=60)
     took = time.monotonic() - t0
@@ -81,7 +82,7 @@ def test_duration_is_the_whole_run_and_the_table_lists_the_process(
     assert took < 12 + 3, took  # not 12 s after a compilation of several, nor a slow detach
     final = out.split("-- final")[1]
     row = next(line.split() for line in final.splitlines() if line.split()[:1] == [str(proc.pid)])
-    assert row[1:3] == ["cuda_ops", "1"] and row[4] == "0.0"  # 4321 B = 0.0 MiB by eBPF
+    assert row[1:3] == ["cudaprobe", "1"] and row[4] == "0.0"  # 4321 B = 0.0 MiB by eBPF
     assert row[-1] == "0"  # launches not counted: counters are off
 
 

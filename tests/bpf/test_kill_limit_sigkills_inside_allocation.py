@@ -5,18 +5,18 @@ says so.  Processes without a limit, and the limit's own process below it, are u
 from __future__ import annotations
 
 import signal
-from pathlib import Path
 
 import pytest
-from bpf_harness import Driver, Ops
+from bpf_harness import Driver
+from cudaprobe import CudaProbe
 
 pytestmark = pytest.mark.bpf
 
 
-def test_crossing_allocation_never_returns(audit, cuda_ops: Path, driver: Driver) -> None:
-    proc = Ops(cuda_ops, driver, ["init", "primary", "0", "alloc", "1000", "wait",
-                                  "alloc", "5000", "alloc", "100000", "alloc", "1"])  # fmt: skip
-    bystander = Ops(cuda_ops, driver, ["init", "primary", "0", "alloc", "1000000", "wait"])
+def test_crossing_allocation_never_returns(audit, cudaprobe: CudaProbe, driver: Driver) -> None:
+    proc = cudaprobe.start("init", "primary:0", "alloc:1000", "wait",
+                           "alloc:5000", "alloc:100000", "alloc:1", env=driver.env)  # fmt: skip
+    bystander = cudaprobe.start("init", "primary:0", "alloc:1000000", "wait", env=driver.env)
     try:
         proc.wait_for()
         bystander.wait_for()
@@ -27,7 +27,7 @@ def test_crossing_allocation_never_returns(audit, cuda_ops: Path, driver: Driver
         bystander.resume()
         bystander.finish()
     assert result.returncode == -signal.SIGKILL
-    allocs = result.returned("alloc")
+    allocs = result.of("alloc")
     assert [a["bytes"] for a in allocs] == ["1000", "5000"]  # the 100000 one never returned
     events = [e for e in audit.poll_events(timeout_ms=50) if e.pid == proc.pid]
     killed = [e for e in events if e.killed]
@@ -38,8 +38,8 @@ def test_crossing_allocation_never_returns(audit, cuda_ops: Path, driver: Driver
     assert audit.errors()["kill_failed"] == 0
 
 
-def test_limit_is_cleared_with_its_process(audit, cuda_ops: Path, driver: Driver) -> None:
-    proc = Ops(cuda_ops, driver, ["init", "wait"])
+def test_limit_is_cleared_with_its_process(audit, cudaprobe: CudaProbe, driver: Driver) -> None:
+    proc = cudaprobe.start("init", "wait", env=driver.env)
     proc.wait_for()
     audit.set_kill_limit(proc.pid, 1)
     assert audit.health()["kill_limits"] >= 1
@@ -49,8 +49,8 @@ def test_limit_is_cleared_with_its_process(audit, cuda_ops: Path, driver: Driver
     assert proc.pid not in keys  # a later process reusing the pid starts without a limit
 
 
-def test_clear_kill_limit_lifts_enforcement(audit, cuda_ops: Path, driver: Driver) -> None:
-    proc = Ops(cuda_ops, driver, ["init", "primary", "0", "wait", "alloc", "5000", "wait"])
+def test_clear_kill_limit_lifts_enforcement(audit, cudaprobe: CudaProbe, driver: Driver) -> None:
+    proc = cudaprobe.start("init", "primary:0", "wait", "alloc:5000", "wait", env=driver.env)
     proc.wait_for()
     audit.set_kill_limit(proc.pid, 100)
     audit.clear_kill_limit(proc.pid)

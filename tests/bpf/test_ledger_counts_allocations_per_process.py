@@ -3,31 +3,30 @@ per process and per device, and launches are counted per process."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from bpf_harness import Driver, Ops
+from bpf_harness import Driver
+from cudaprobe import CudaProbe, Running
 
 pytestmark = pytest.mark.bpf
 
 
-def _live_bytes(ops: Ops) -> int:
+def _live_bytes(ops: Running) -> int:
     """What the process holds by its own account: allocations minus the ones it freed."""
-    sizes = [int(f["bytes"]) for f in ops.result().returned("alloc")]
-    freed = len(ops.result().returned("free"))
+    sizes = [int(f["bytes"]) for f in ops.result().of("alloc")]
+    freed = len(ops.result().of("free"))
     return sum(sizes[: len(sizes) - freed])  # `free` releases the most recent allocation
 
 
-def test_three_processes_are_counted_apart(audit, cuda_ops: Path, driver: Driver) -> None:
+def test_three_processes_are_counted_apart(audit, cudaprobe: CudaProbe, driver: Driver) -> None:
     scripts = [
-        ["init", "primary", "0", "alloc", "1048576", "alloc", "4096", "launch", "7", "wait"],
-        ["init", "primary", "0", "alloc", "3000000", "alloc", "5", "free", "launch", "2", "wait"],
-        ["init", "ctx", "1", "alloc", "777", "alloc", "123456", "alloc", "1", "free", "wait"],
+        ["init", "primary:0", "alloc:1048576", "alloc:4096", "launch:7:1", "wait"],
+        ["init", "primary:0", "alloc:3000000", "alloc:5", "free", "launch:2:1", "wait"],
+        ["init", "ctx:1", "alloc:777", "alloc:123456", "alloc:1", "free", "wait"],
     ]
-    procs = [Ops(cuda_ops, driver, s) for s in scripts]
+    procs = [cudaprobe.start(*s, env=driver.env) for s in scripts]
     try:
         for p in procs:
-            p.wait_for("waiting")
+            p.wait_for()
         snap = audit.snapshot()
         launches = audit.launch_counts()
         assert snap[procs[0].pid] == {0: _live_bytes(procs[0])}
@@ -43,8 +42,8 @@ def test_three_processes_are_counted_apart(audit, cuda_ops: Path, driver: Driver
     assert all(p.result().returncode == 0 for p in procs)
 
 
-def test_events_match_the_calls(audit, cuda_ops: Path, driver: Driver) -> None:
-    ops = Ops(cuda_ops, driver, ["init", "primary", "0", "alloc", "65536", "free", "wait"])
+def test_events_match_the_calls(audit, cudaprobe: CudaProbe, driver: Driver) -> None:
+    ops = cudaprobe.start("init", "primary:0", "alloc:65536", "free", "wait", env=driver.env)
     ops.wait_for()
     ops.resume()
     ops.finish()
@@ -52,7 +51,7 @@ def test_events_match_the_calls(audit, cuda_ops: Path, driver: Driver) -> None:
     kinds = [e.kind for e in events]
     assert kinds == ["primary_retain", "mem_alloc", "mem_free", "proc_clear"]
     alloc, free = events[1], events[2]
-    ptr = int(ops.result().returned("alloc")[0]["ptr"], 16)
+    ptr = int(ops.result().of("alloc")[0]["ptr"], 16)
     assert (alloc.bytes, alloc.ptr, alloc.device) == (65536, ptr, 0)
     assert (free.bytes, free.ptr, free.device) == (65536, ptr, 0)
     assert events[3].bytes == 0  # nothing left at exit

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bpf_harness import compile_c
+from cprog import compile_c
 
 from bpf.audit import AuditProbe, LibraryError, check_environment
 
@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 def not_cuda(tmp_path: Path) -> Path:
     src = tmp_path / "notcuda.c"
     src.write_text("int cuInit(unsigned f);\nint cuInit(unsigned f) { return (int)f; }\n")
-    return compile_c(src, tmp_path / "libnotcuda.so", "-shared", "-fPIC")
+    return compile_c(src, tmp_path, name="libnotcuda.so", extra_flags=["-shared", "-fPIC"])
 
 
 def test_check_environment_names_the_missing_symbols(not_cuda: Path) -> None:

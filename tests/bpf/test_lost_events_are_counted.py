@@ -3,10 +3,9 @@ the kernel, so events received + events lost == events emitted, exactly."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from bpf_harness import Driver, run_ops
+from bpf_harness import Driver
+from cudaprobe import CudaProbe
 
 from bpf.audit import AuditProbe
 
@@ -15,10 +14,10 @@ pytestmark = pytest.mark.bpf
 PAIRS = 3000
 
 
-def test_received_plus_lost_is_every_event(cuda_ops: Path, driver: Driver) -> None:
+def test_received_plus_lost_is_every_event(cudaprobe: CudaProbe, driver: Driver) -> None:
     # One page of ring buffer holds 4096 / (8 + 56) = 64 events; nobody reads during the run.
     with AuditProbe(libs=[driver.lib], ringbuf_pages=1) as probe:
-        result = run_ops(cuda_ops, driver, "init", "primary", "0", "loop", str(PAIRS), "100")
+        result = cudaprobe.run("init", "primary:0", f"loop:{PAIRS}:100", env=driver.env)
         assert result.returncode == 0
         received = [e for e in probe.poll_events()]
         emitted = 1 + 2 * PAIRS + 1  # primary_retain, alloc + free per pair, proc_clear

@@ -4,23 +4,22 @@ the ledger."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from bpf_harness import Driver, Ops
+from bpf_harness import Driver
+from cudaprobe import CudaProbe
 
 pytestmark = [pytest.mark.bpf, pytest.mark.slow]
 
 PAIRS = 100_000
 
 
-def test_hundred_thousand_pairs_leave_no_drift(audit, cuda_ops: Path, driver: Driver) -> None:
+def test_hundred_thousand_pairs_leave_no_drift(audit, cudaprobe: CudaProbe, driver: Driver) -> None:
     before = {k: v for k, v in audit.errors().items() if k != "lost_event"}
-    proc = Ops(cuda_ops, driver, ["init", "primary", "0", "alloc", "4096",
-                                  "loop", str(PAIRS), "1048576", "wait"])  # fmt: skip
+    proc = cudaprobe.start("init", "primary:0", "alloc:4096",
+                           f"loop:{PAIRS}:1048576", "wait", env=driver.env)  # fmt: skip
     try:
         proc.wait_for()
-        loop = proc.result().returned("loop")[0]
+        loop = proc.result().of("loop")[0]
         assert (loop["rc"], loop["pairs"]) == ("0", str(PAIRS))
         assert audit.snapshot()[proc.pid] == {0: 4096}  # only the allocation still held
         rows = [k for k in audit._bpf[b"ptrs"] if k.pid == proc.pid]

@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from bpf_harness import Driver, Ops
+from bpf_harness import Driver
+from cudaprobe import CudaProbe
 
 pytestmark = pytest.mark.bpf
 
@@ -19,9 +20,9 @@ def _clear_events(audit, pid: int) -> list:
     return [e for e in audit.poll_events(timeout_ms=50) if e.pid == pid and e.kind == "proc_clear"]
 
 
-def test_exit_without_freeing_clears_the_rows(audit, cuda_ops: Path, driver: Driver) -> None:
-    proc = Ops(cuda_ops, driver, ["init", "ctx", "1", "alloc", "5000", "vmm", "2097152", "0",
-                                  "wait", "exit"])  # fmt: skip
+def test_exit_without_freeing_clears_the_rows(audit, cudaprobe: CudaProbe, driver: Driver) -> None:
+    proc = cudaprobe.start("init", "ctx:1", "alloc:5000", "vmm:2097152:0",
+                           "wait", "exit", env=driver.env)  # fmt: skip
     proc.wait_for()
     assert audit.snapshot()[proc.pid] == {1: 5000, 0: 2097152}
     proc.resume()
@@ -31,8 +32,8 @@ def test_exit_without_freeing_clears_the_rows(audit, cuda_ops: Path, driver: Dri
     assert [e.bytes for e in cleared] == [5000 + 2097152]
 
 
-def test_sigkill_clears_the_rows(audit, cuda_ops: Path, driver: Driver) -> None:
-    proc = Ops(cuda_ops, driver, ["init", "primary", "0", "alloc", "777", "launch", "3", "wait"])
+def test_sigkill_clears_the_rows(audit, cudaprobe: CudaProbe, driver: Driver) -> None:
+    proc = cudaprobe.start("init", "primary:0", "alloc:777", "launch:3:1", "wait", env=driver.env)
     proc.wait_for()
     assert audit.snapshot()[proc.pid] == {0: 777}
     assert audit.launch_counts()[proc.pid] == 3
@@ -67,7 +68,7 @@ def test_a_thread_exiting_does_not_clear_its_process(audit, driver: Driver) -> N
         proc.communicate("go\n", timeout=30)
 
 
-def test_exec_clears_the_rows(audit, cuda_ops: Path, driver: Driver) -> None:
+def test_exec_clears_the_rows(audit, cudaprobe: CudaProbe, driver: Driver) -> None:
     # python allocates through ctypes, then execs sleep: same pid, the driver state is gone.
     code = (
         "import ctypes, os, sys\n"
@@ -101,9 +102,9 @@ def test_exec_clears_the_rows(audit, cuda_ops: Path, driver: Driver) -> None:
 
 
 def test_garbage_rows_of_dead_processes_are_collected(
-    audit, cuda_ops: Path, driver: Driver
+    audit, cudaprobe: CudaProbe, driver: Driver
 ) -> None:
-    proc = Ops(cuda_ops, driver, ["init", "ctx", "0", "alloc", "10", "alloc", "20", "wait", "exit"])
+    proc = cudaprobe.start("init", "ctx:0", "alloc:10", "alloc:20", "wait", "exit", env=driver.env)
     proc.wait_for()
     rows = [k for k in audit._bpf[b"ptrs"] if k.pid == proc.pid]
     assert len(rows) == 2

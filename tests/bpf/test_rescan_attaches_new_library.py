@@ -9,7 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from bpf_harness import Driver, Ops, build_fake_libcuda
+from bpf_harness import Driver, build_fake_libcuda
+from cudaprobe import CudaProbe
 
 from bpf.audit import AuditProbe
 from bpf.libcuda import loader_candidates, process_candidates
@@ -18,13 +19,13 @@ pytestmark = pytest.mark.bpf
 
 
 def test_rescan_attaches_a_library_seen_in_a_process(
-    tmp_path: Path, cuda_ops: Path, driver: Driver
+    tmp_path: Path, cudaprobe: CudaProbe, driver: Driver
 ) -> None:
     new_lib = build_fake_libcuda(tmp_path / "image")  # a libcuda file the probe never saw
     env = dict(driver.env, LD_LIBRARY_PATH=str(new_lib.parent))
     with AuditProbe(libs=[driver.lib]) as probe:
         assert [a.ino for a in probe.attached()] == [os.stat(driver.lib).st_ino]
-        proc = Ops(cuda_ops, Driver(new_lib, env), ["init", "wait", "alloc", "5000", "wait"])
+        proc = cudaprobe.start("init", "wait", "alloc:5000", "wait", env=env)
         try:
             proc.wait_for()
             assert proc.pid not in probe.snapshot()

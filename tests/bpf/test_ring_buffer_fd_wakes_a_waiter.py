@@ -4,22 +4,22 @@ readable once a process allocates through the probed library (the agent sleeps o
 from __future__ import annotations
 
 import select
-from pathlib import Path
 
 import pytest
-from bpf_harness import Driver, run_ops
+from bpf_harness import Driver
+from cudaprobe import CudaProbe
 
 from bpf.audit import AuditProbe
 
 pytestmark = pytest.mark.bpf
 
 
-def test_fd_turns_readable_on_events(cuda_ops: Path, driver: Driver) -> None:
+def test_fd_turns_readable_on_events(cudaprobe: CudaProbe, driver: Driver) -> None:
     with AuditProbe(libs=[driver.lib], launch_counters=False) as probe:
         fd = probe.fileno()
         probe.poll_events()
         assert select.select([fd], [], [], 0.2)[0] == []
-        result = run_ops(cuda_ops, driver, "init", "primary", "0", "alloc", str(1 << 20))
+        result = cudaprobe.run("init", "primary:0", f"alloc:{1 << 20}", env=driver.env)
         assert result.returncode == 0
         assert select.select([fd], [], [], 5.0)[0] == [fd]
         assert any(e.pid == result.pid for e in probe.poll_events())

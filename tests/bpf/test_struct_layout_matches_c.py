@@ -9,7 +9,8 @@ import ctypes
 import subprocess
 from pathlib import Path
 
-from bpf_harness import CSRC, compile_c
+from bpf_harness import CSRC
+from cprog import compile_c
 
 from bpf.errors import ERROR_NAMES
 from bpf.structs import DEVICE_UNKNOWN, EVENT_FAILED, EVENT_KILLED, EventKind, GwEvent
@@ -18,13 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _layout(tmp_path: Path) -> tuple[dict[str, int], list[str]]:
-    exe = compile_c(
-        CSRC / "layout.c",
-        tmp_path / "layout",
-        f"-I{REPO / 'bpf'}",
-        f"-I{REPO / 'libvgpu' / 'include'}",
-        "-DWITH_CUDA_API",
-    )
+    flags = [f"-I{REPO / 'bpf'}", "-DWITH_CUDA_API"]
+    exe = compile_c(CSRC / "layout.c", tmp_path, extra_flags=flags)
     lines = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
     values, other = {}, []
     for line in lines.splitlines():

@@ -1,7 +1,7 @@
 """On a real GPU (marker `gpu`): one thread captures CUDA graphs in PyTorch's default, global
 capture mode while another thread of the same process launches paced work on its own stream.
 The gate's cuEventQuery would be forbidden by the global capture and invalidate it; the gate runs
-its driver calls in the relaxed mode instead (compute.c), so every capture succeeds.
+its driver calls in the relaxed mode instead (libvgpu/src/measure.c), so every capture succeeds.
 
     make -C libvgpu && python -m pytest -m gpu tests/compute -v
 """

@@ -1,75 +1,50 @@
-"""Fixtures of the libvgpu memory tests: the probe program (tests/libvgpu/progs/memprobe.c) built
-in its three linkage modes, and environments that run it on the simulated GPU under the shim."""
+"""Fixtures of the libvgpu memory tests: environments that run the CUDA test program
+(tests/progs/cudaprobe.c) on the simulated GPU under the shim, reaching the driver through
+dlsym, cuGetProcAddress or direct linking."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cprog import compile_c
-from memprobe_util import parse
+from cudaprobe import CudaProbe, Result, Row, Running
 
 from libvgpu.paths import shim_path, sim_lib_dir
-
-PROGS = Path(__file__).resolve().parent / "progs"
-
-
-@dataclass
-class Probe:
-    dlsym: Path
-    direct: Path
-
-    def exe(self, mode: str) -> Path:
-        return self.direct if mode == "direct" else self.dlsym
-
-
-@pytest.fixture(scope="session")
-def probe(tmp_path_factory: pytest.TempPathFactory) -> Probe:
-    out = tmp_path_factory.mktemp("memprobe")
-    dl = compile_c(PROGS / "memprobe.c", out / "dlsym")
-    direct = compile_c(
-        PROGS / "memprobe.c", out / "direct", link_cuda=True, extra_flags=["-DGW_DIRECT"]
-    )
-    return Probe(dl, direct)
 
 
 @dataclass
 class ShimRun:
+    """One shim configuration.  Scripts start with `init` and the primary context of device 0
+    (or the created context a script asks for with `ctx:0` as its first operation)."""
+
     env: dict[str, str]
     region_path: Path
-    probe: Probe
+    probe: CudaProbe
 
-    def run(self, mode: str, *ops: str, **extra_env: str) -> tuple[list[dict[str, str]], str]:
+    @staticmethod
+    def script(*ops: str) -> list[str]:
+        return ["init", *(() if ops and ops[0].startswith("ctx:") else ("primary:0",)), *ops]
+
+    def result(self, mode: str, *ops: str, timeout: float = 60, **extra_env: str) -> Result:
+        """The whole run, the init and context rows included (for tests of refused contexts)."""
         env = {**self.env, **extra_env}
-        res = subprocess.run(
-            [str(self.probe.exe(mode)), mode, *ops],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        refused_ctx = res.returncode == 3 and res.stdout.startswith("ctx rc=")
-        assert res.returncode == 0 or refused_ctx, (
-            f"memprobe failed ({res.returncode}): {res.stderr}"
-        )
-        return parse(res.stdout), res.stderr
+        return self.probe.run(*self.script(*ops), env=env, entry=mode, timeout=timeout)
 
-    def spawn(self, mode: str, *ops: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [str(self.probe.exe(mode)), mode, *ops],
-            env=self.env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+    def run(self, mode: str, *ops: str, **extra_env: str) -> tuple[list[Row], str]:
+        """The rows of `ops` and stderr; the context must have been made."""
+        res = self.result(mode, *ops, **extra_env)
+        init, ctx, *rows = res.rows
+        assert init["rc"] == ctx["rc"] == "0", f"no context: {res.rows}\n{res.stderr}"
+        return rows, res.stderr
+
+    def spawn(self, mode: str, *ops: str) -> Running:
+        return self.probe.start(*self.script(*ops), env=self.env, entry=mode)
 
 
 @pytest.fixture
-def shim(sim_gpu, probe: Probe, tmp_path: Path) -> Callable[..., ShimRun]:
+def shim(sim_gpu, cudaprobe: CudaProbe, tmp_path: Path) -> Callable[..., ShimRun]:
     """shim(limit="1g", **env) -> ShimRun: the sim GPU + LD_PRELOAD of libvgpu.so + a fresh
     region file; limit=None leaves CUDA_DEVICE_MEMORY_LIMIT unset."""
     counter = iter(range(1000))
@@ -84,6 +59,6 @@ def shim(sim_gpu, probe: Probe, tmp_path: Path) -> Callable[..., ShimRun]:
             e["CUDA_DEVICE_MEMORY_LIMIT"] = limit
         e.update(env)
         assert str(sim_lib_dir()) in e["LD_LIBRARY_PATH"]
-        return ShimRun(e, region, probe)
+        return ShimRun(e, region, cudaprobe)
 
     return make

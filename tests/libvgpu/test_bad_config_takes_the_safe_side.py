@@ -5,15 +5,22 @@ device memory."""
 
 from __future__ import annotations
 
-from memprobe_util import OOM, GiB
+from cudaprobe import OOM, GiB, Result
 
 from libvgpu.region import REGION_BYTES
 
 
+def _refused(res: Result) -> bool:
+    """The context (device memory too) was refused, as on a full device, and so was every
+    allocation after it."""
+    allocs = res.of("alloc")
+    return res.rc("primary:0") == OOM and bool(allocs) and all(a["rc"] != "0" for a in allocs)
+
+
 def test_malformed_limit_refuses_memory_with_one_message(shim) -> None:
-    rows, err = shim("12Q").run("dlsym", "alloc:1", "alloc:1000")
-    # even the context (device memory too) is refused, as on a full device
-    assert [(r["op"], r["rc"]) for r in rows] == [("ctx", str(OOM))]
+    res = shim("12Q").result("dlsym", "alloc:1", "alloc:1000")
+    assert _refused(res), res.rows
+    err = res.stderr
     lines = [ln for ln in err.splitlines() if ln]
     assert len(lines) == 1, err
     assert "CUDA_DEVICE_MEMORY_LIMIT='12Q' is not a memory size" in lines[0]
@@ -28,8 +35,9 @@ def test_malformed_device_limit_falls_back_to_the_general_one(shim) -> None:
 def test_foreign_region_file_is_refused(shim) -> None:
     run = shim("1g")
     run.region_path.write_bytes(b"not a region at all\n" * 10)
-    rows, err = run.run("dlsym", "alloc:1")
-    assert [(r["op"], r["rc"]) for r in rows] == [("ctx", str(OOM))]
+    res = run.result("dlsym", "alloc:1")
+    assert _refused(res), res.rows
+    err = res.stderr
     assert str(run.region_path) in err and "refusing this region" in err and "size" in err
     assert run.region_path.read_bytes() == b"not a region at all\n" * 10  # left untouched
 
@@ -37,9 +45,9 @@ def test_foreign_region_file_is_refused(shim) -> None:
 def test_region_with_wrong_magic_is_refused(shim) -> None:
     run = shim("1g")
     run.region_path.write_bytes(b"\x01" * REGION_BYTES)
-    rows, err = run.run("dlsym", "alloc:1")
-    assert [(r["op"], r["rc"]) for r in rows] == [("ctx", str(OOM))]
-    assert "not a gpuwarden region" in err
+    res = run.result("dlsym", "alloc:1")
+    assert _refused(res), res.rows
+    assert "not a gpuwarden region" in res.stderr
 
 
 def test_no_limit_means_the_real_device(shim) -> None:

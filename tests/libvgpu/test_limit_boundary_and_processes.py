@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from memprobe_util import OOM, GiB, MiB
+from cudaprobe import OOM, GiB, MiB
 
 from libvgpu.region import Region
 
@@ -74,43 +74,32 @@ def _crowd(run, n: int) -> Iterator[None]:
     finally:
         for p in crowd:
             p.kill()
-            p.wait()
 
 
 def _hold(run, *ops: str):
-    p = run.spawn("dlsym", *ops, "hold")
-    lines = []
-    while True:
-        line = p.stdout.readline()
-        assert line, p.stderr.read()
-        if line.strip() == "holding":
-            return p, lines
-        lines.append(line)
+    """A process that ran `ops` and now waits, holding what it allocated; its rows."""
+    p = run.spawn("dlsym", *ops, "wait")
+    return p, p.wait_for()
 
 
 def test_eight_racing_processes_never_pass_the_limit(shim) -> None:
     limit = 4 * GiB
     chunk = 7 * MiB
     run = shim(str(limit))
-    procs = [run.spawn("dlsym", f"fill:{chunk}", "hold") for _ in range(8)]
+    procs = [run.spawn("dlsym", f"fill:{chunk}", "wait") for _ in range(8)]
     counts = []
     refused_contexts = 0
     for p in procs:
-        line = p.stdout.readline()
-        if line.startswith("ctx rc="):  # its context did not fit any more: refused, as OOM
-            assert line.strip() == f"ctx rc={OOM}"
+        _init, ctx, fill, _wait = p.wait_for()
+        if ctx["rc"] != "0":  # its context did not fit any more: refused, as OOM
+            assert ctx["rc"] == str(OOM) and fill["count"] == "0", (ctx, fill)
             refused_contexts += 1
             continue
-        assert "fill" in line, p.stderr.read()
-        counts.append(int(line.split("count=")[1].split()[0]))
-        assert p.stdout.readline().strip() == "holding"
+        counts.append(int(fill["count"]))
     with Region.open(run.region_path) as region:
         dev = region.snapshot().devices[0]
     for p in procs:
-        p.stdin.close()
-        p.wait(timeout=30)
-        p.stdout.close()
-        p.stderr.close()
+        p.finish(timeout=30)
     contexts = sum(pu.context_bytes for pu in dev.processes)
     assert contexts == (8 - refused_contexts) * 300 * MiB
     admitted = sum(counts) * chunk
@@ -127,7 +116,7 @@ def test_sigkilled_process_is_reclaimed_by_the_next_one(shim) -> None:
     with Region.open(run.region_path) as region:
         assert region.snapshot().devices[0].used_bytes == 1_000_000_000 + 300 * MiB
         os.kill(p.pid, signal.SIGKILL)
-        p.wait()
+        p.kill()  # reaps it
         room = free_now(run)  # the next process reclaims the dead one's usage
         assert room == 2 * GiB - 300 * MiB
         snap = region.snapshot().devices[0]
@@ -139,7 +128,7 @@ def test_sigkilled_process_is_reclaimed_by_the_agent(shim) -> None:
     run = shim("2g")
     p, _ = _hold(run, "alloc:500000000")
     os.kill(p.pid, signal.SIGKILL)
-    p.wait()
+    p.kill()  # reaps it
     with Region.open(run.region_path) as region:
         before = region.snapshot().devices[0]
         assert [pu.alive for pu in before.processes] == [False]
@@ -149,30 +138,22 @@ def test_sigkilled_process_is_reclaimed_by_the_agent(shim) -> None:
 
 def test_limit_changed_at_run_time(shim) -> None:
     run = shim("1g")
-    p = run.spawn("dlsym", "stdin")
-
-    def ask(op: str) -> str:
-        p.stdin.write(op + "\n")
-        p.stdin.flush()
-        return p.stdout.readline()
-
-    try:
-        assert "rc=0" in ask("alloc:500000000")
-        assert f"rc={OOM}" in ask("alloc:500000000")  # 300 MiB context + 2 x 500 MB > 1 GiB
+    with run.spawn("dlsym", "stdin") as p:
+        p.wait_for("primary:0")
+        assert p.send("alloc:500000000")["rc"] == "0"
+        # 300 MiB context + 2 x 500 MB > 1 GiB
+        assert p.send("alloc:500000000")["rc"] == str(OOM)
         with Region.open(run.region_path) as region:
             region.set_memory_limit(0, 2 * GiB)
-            assert "rc=0" in ask("alloc:500000000")
-            assert f"total={2 * GiB}" in ask("info")
+            assert p.send("alloc:500000000")["rc"] == "0"
+            assert p.send("info")["total"] == str(2 * GiB)
             region.set_memory_limit(region.snapshot().devices[0].uuid, 1 * GiB)
-            assert f"rc={OOM}" in ask("alloc:1")  # over the new limit: nothing more
-            line = ask("info")
-            assert f"total={GiB}" in line and "free=0 " in line
+            assert p.send("alloc:1")["rc"] == str(OOM)  # over the new limit: nothing more
+            info = p.send("info")
+            assert (info["total"], info["free"]) == (str(GiB), "0")
             region.set_memory_limit(0, None)  # no limit: the real device
-            assert "rc=0" in ask("alloc:1000000000")
-    finally:
-        p.stdin.close()
-        p.wait(timeout=30)
-    time.sleep(0)
+            assert p.send("alloc:1000000000")["rc"] == "0"
+        assert p.finish(timeout=30).returncode == 0
 
 
 def test_process_is_listed_in_the_region_before_its_context_exists(shim) -> None:
@@ -182,7 +163,7 @@ def test_process_is_listed_in_the_region_before_its_context_exists(shim) -> None
     from agent.regions import RegionReader
 
     run = shim("1g", GPUWARDEN_SIM_CTX_CREATE_MS="1500")
-    p = run.spawn("dlsym", "info", "hold")
+    p = run.spawn("dlsym", "info", "wait")
     try:
         deadline = time.monotonic() + 1.0  # well inside the 1.5 s the context takes
         listed = False
@@ -196,4 +177,3 @@ def test_process_is_listed_in_the_region_before_its_context_exists(shim) -> None
         assert listed, "the process had no region slot while its context was being created"
     finally:
         p.kill()
-        p.wait()

@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from memprobe_util import GiB, MiB
+from cudaprobe import GiB, MiB
 
 PYNVML = r"""
 import json, pynvml
@@ -36,7 +36,7 @@ def test_cuda_queries_show_the_limit(shim) -> None:
     assert rows[3]["free"] == str(3000 * MiB - 300 * MiB - 1_000_000_000)
 
 
-def test_free_is_capped_by_physical_free(make_sim_gpu, probe, tmp_path) -> None:
+def test_free_is_capped_by_physical_free(make_sim_gpu, cudaprobe, tmp_path) -> None:
     from libvgpu.paths import shim_path
 
     gpu = make_sim_gpu(memory="2GiB")
@@ -46,10 +46,9 @@ def test_free_is_capped_by_physical_free(make_sim_gpu, probe, tmp_path) -> None:
         "CUDA_DEVICE_MEMORY_LIMIT": "10g",
         "CUDA_DEVICE_MEMORY_SHARED_CACHE": str(tmp_path / "r"),
     }
-    res = subprocess.run(
-        [str(probe.dlsym), "dlsym", "info"], env=env, capture_output=True, text=True, check=True
-    )
-    free = int(res.stdout.split("free=")[1].split()[0])
+    res = cudaprobe.run("init", "primary:0", "info", env=env)
+    assert res.ok, res
+    free = int(res.of("info")[0]["free"])
     assert free == 2 * GiB - 300 * MiB  # physical free, though the limit would allow more
 
 
@@ -58,19 +57,13 @@ def test_nvml_shows_the_slice_and_the_containers_usage(shim) -> None:
     idle = nvml_view(run.env)
     assert idle["v1"] == [3000 * MiB, 0, 3000 * MiB]
     assert idle["v2"] == [3000 * MiB, 0, 3000 * MiB]
-    holder = run.spawn("dlsym", "alloc:1000000000", "hold")
-    try:
-        assert "rc=0" in holder.stdout.readline()
-        assert holder.stdout.readline().strip() == "holding"
+    with run.spawn("dlsym", "alloc:1000000000", "wait") as holder:
+        assert holder.wait_for()[2]["rc"] == "0"
         busy = nvml_view(run.env)
         used = 1_000_000_000 + 300 * MiB
         assert busy["v1"] == [3000 * MiB, used, 3000 * MiB - used]
         assert busy["v2"] == busy["v1"]
-    finally:
-        holder.stdin.close()
-        holder.wait(timeout=30)
-        holder.stdout.close()
-        holder.stderr.close()
+        holder.finish(timeout=30)
 
 
 def test_nvml_without_limit_is_the_real_device(shim) -> None:

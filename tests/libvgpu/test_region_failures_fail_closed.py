@@ -20,24 +20,26 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from memprobe_util import OOM, GiB, MiB, parse
+from cudaprobe import OOM, GiB, MiB, Row
 
 from libvgpu.region import REGION_BYTES, Region, RegionStruct, proc_alive, proc_start_time
 
 CTX = 300 * MiB  # the simulated GPU's context overhead
 
 
-def _run(run, *ops: str, timeout: float = 20) -> tuple[list[dict[str, str]], str, float]:
+def _run(run, *ops: str, timeout: float = 20) -> tuple[list[Row], str, float]:
+    """The rows of `ops` (led by one named "ctx" when the context was refused), stderr and the
+    time the run took."""
     t0 = time.monotonic()
-    res = subprocess.run(
-        [str(run.probe.exe("dlsym")), "dlsym", *ops],
-        env=run.env, capture_output=True, text=True, timeout=timeout,
-    )
-    return parse(res.stdout), res.stderr, time.monotonic() - t0
+    res = run.result("dlsym", *ops, timeout=timeout)
+    took = time.monotonic() - t0
+    _init, ctx, *rows = res.rows
+    refused = [{**ctx, "op": "ctx"}] if ctx["rc"] != "0" else []
+    return [*refused, *rows], res.stderr, took
 
 
-def _codes(rows: list[dict[str, str]]) -> list[tuple[str, str]]:
-    """[(operation, rc)]: 'ctx' only when the context was refused."""
+def _codes(rows: list[Row]) -> list[tuple[str, str]]:
+    """[(operation, rc)]"""
     return [(r["op"].split(":")[0], r["rc"]) for r in rows]
 
 
@@ -102,7 +104,7 @@ def test_kills_during_region_creation_never_leave_it_unusable(shim) -> None:
     for i in range(40):
         path = run.region_path.with_name(f"killed-{i}")
         run.env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = str(path)
-        p = subprocess.Popen([str(run.probe.exe("dlsym")), "dlsym", "info"], env=run.env,
+        p = subprocess.Popen(run.probe.argv(*run.script("info")), env=run.env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(rng.uniform(0.0, 0.004))  # the kill's moment is the experiment's variable
         p.kill()
@@ -170,19 +172,16 @@ def _wait_zombie(pid: int) -> None:
 def _zombie(run, nbytes: int) -> Iterator[tuple[int, int]]:
     """(pid, start time) of a process that allocated nbytes, was SIGKILLed and is not reaped
     yet (its parent, this test, waits only when the block ends)."""
-    p = run.spawn("dlsym", f"alloc:{nbytes}", "hold")
+    p = run.spawn("dlsym", f"alloc:{nbytes}", "wait")
     try:
-        assert "rc=0" in p.stdout.readline()
-        assert p.stdout.readline().strip() == "holding"
+        assert p.wait_for()[2]["rc"] == "0"
         start = proc_start_time(p.pid)
         assert proc_alive(p.pid, start)
         os.kill(p.pid, signal.SIGKILL)
         _wait_zombie(p.pid)
         yield p.pid, start
     finally:
-        p.wait()
-        for f in (p.stdout, p.stderr, p.stdin):
-            f.close()
+        p.kill()  # reaps it
 
 
 def test_a_zombies_memory_goes_back_to_the_slice(shim) -> None:

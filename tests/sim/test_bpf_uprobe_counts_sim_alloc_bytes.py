@@ -4,7 +4,6 @@ simulated context).  This is the eBPF audit path, end to end, on a machine witho
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,39 +15,24 @@ from libvgpu.sim import SIM_CTX_OVERHEAD
 MiB = 1 << 20
 
 
-def _wait_ready(proc: subprocess.Popen[str]) -> list[str]:
-    assert proc.stdout is not None
-    lines = []
-    for line in proc.stdout:
-        lines.append(line.strip())
-        if line.startswith(("ready", "FAIL")):
-            break
-    assert lines and lines[-1] == "ready", lines
-    return lines
-
-
 @pytest.mark.bpf
-def test_uprobe_counts_the_bytes_another_process_allocated(sim_progs, sim_gpu):
+def test_uprobe_counts_the_bytes_another_process_allocated(cudaprobe, sim_gpu):
     from bcc import BPF
 
     libcuda = (sim_lib_dir() / "libcuda.so.1").resolve()
     sizes = [100 * MiB, 28 * MiB, 4096, 1536]
-    steps = ["ctx", "0", "ready"]
-    for size in sizes:
-        steps += ["alloc", str(size)]
+    steps = [f"alloc:{size}" for size in sizes]
     # Not cuMemAlloc_v2: must not be counted.
-    steps += ["allocasync", str(8 * MiB), "vmm", str(2 * MiB), "ready"]
-    proc = subprocess.Popen([str(sim_progs.cudactl), *steps], env=sim_gpu.env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    steps += [f"async:{8 * MiB}", f"vmmmap:{2 * MiB}"]
+    proc = cudaprobe.start("init", "primary:0", "wait", *steps, "wait", env=sim_gpu.env)
     bpf = BPF(src_file=str(Path(PROGS / "alloc_bytes.bpf.c")))
     try:
-        _wait_ready(proc)  # context made, nothing allocated yet
+        proc.wait_for()  # context made, nothing allocated yet
         bpf.attach_uprobe(name=str(libcuda), sym=b"cuMemAlloc_v2", fn_name=b"on_cuMemAlloc_v2",
                           pid=proc.pid)
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-        _wait_ready(proc)  # all allocations done, memory held
+        proc.resume()
+        rows = proc.wait_for()  # all allocations done, memory held
+        assert all(r["rc"] == "0" for r in rows), rows
 
         counted = {k.value: v.value for k, v in bpf[b"alloc_bytes"].items()}
         calls = {k.value: v.value for k, v in bpf[b"alloc_calls"].items()}
@@ -64,4 +48,3 @@ def test_uprobe_counts_the_bytes_another_process_allocated(sim_progs, sim_gpu):
     finally:
         bpf.cleanup()
         proc.kill()
-        proc.communicate(timeout=30)

@@ -4,38 +4,34 @@ nvmlDeviceGetProcessUtilization honours lastSeenTimeStamp."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 import pytest
-from sim_helpers import Workload, nvml_view
+from sim_helpers import nvml_view
 
 
 @pytest.mark.slow
-def test_half_duty_cycle_reads_about_fifty_percent(sim_progs, sim_gpu):
-    # 20 ms kernels with 20 ms pauses for 3 s; NVML's window is the last second, read while
-    # the loop runs.
-    proc = subprocess.Popen([str(sim_progs.cudactl), "ctx", "0", "duty", "20", "20", "3000"],
-                            env=sim_gpu.env, stdout=subprocess.PIPE, text=True)
-    try:
-        time.sleep(1.3)
+def test_half_duty_cycle_reads_about_fifty_percent(cudaprobe, sim_gpu):
+    # 20 ms kernels with 20 ms pauses; NVML's window is the last second, read while the loop
+    # runs: once the first 1.2 s of it are done (its row), during the next 2 s.
+    with cudaprobe.start("init", "primary:0", "duty:20:20:1200", "duty:20:20:2000",
+                         env=sim_gpu.env) as proc:
+        proc.wait_for("duty:20:20:1200")
         dev = nvml_view(sim_gpu.env)["devices"][0]
-    finally:
-        out, _ = proc.communicate(timeout=30)
-    assert proc.returncode == 0, out
+        done = proc.finish(timeout=30)
+    assert done.ok, done.rows
     assert 40 <= dev["gpu_util"] <= 60, dev
     (sample,) = dev["samples"]
     assert sample["pid"] == proc.pid
     assert 40 <= sample["smUtil"] <= 60, sample
 
 
-def test_idle_device_reads_zero_and_full_queue_reads_hundred(sim_progs, sim_gpu, workloads):
-    idle = Workload(sim_progs.cudactl, ["ctx", "0"], sim_gpu.env)
+def test_idle_device_reads_zero_and_full_queue_reads_hundred(cudaprobe, sim_gpu, workloads):
+    idle = cudaprobe.hold("init", "primary:0", env=sim_gpu.env)
     workloads.append(idle)
     assert nvml_view(sim_gpu.env)["devices"][0]["gpu_util"] == 0
     # 2 s of queued kernels: after the first second the window is fully busy.
-    busy = Workload(sim_progs.cudactl, ["ctx", "0", "launch", "100000", "20", "sleep", "1100"],
-                    sim_gpu.env)
+    busy = cudaprobe.hold("init", "primary:0", "launch:20:100000", "sleep:1100", env=sim_gpu.env)
     workloads.append(busy)
     dev = nvml_view(sim_gpu.env)["devices"][0]
     assert dev["gpu_util"] >= 97
@@ -43,8 +39,8 @@ def test_idle_device_reads_zero_and_full_queue_reads_hundred(sim_progs, sim_gpu,
     assert by_pid[busy.pid] >= 97 and by_pid[idle.pid] == 0
 
 
-def test_process_samples_are_only_those_newer_than_last_seen(sim_progs, sim_gpu, workloads):
-    w = Workload(sim_progs.cudactl, ["ctx", "0", "launch", "50000", "1", "sync"], sim_gpu.env)
+def test_process_samples_are_only_those_newer_than_last_seen(cudaprobe, sim_gpu, workloads):
+    w = cudaprobe.hold("init", "primary:0", "launch:1:50000", "sync", env=sim_gpu.env)
     workloads.append(w)
     first = nvml_view(sim_gpu.env)["devices"][0]["samples"]
     (s1,) = first
@@ -55,16 +51,16 @@ def test_process_samples_are_only_those_newer_than_last_seen(sim_progs, sim_gpu,
     # A timestamp in the future has no newer samples: NVML_ERROR_NOT_FOUND.
     future = int(time.time() * 1e6) + 60_000_000
     assert nvml_view(sim_gpu.env, last_seen_us=future)["devices"][0]["samples"] is None
-    w.finish()
+    assert w.finish().ok
 
 
-def test_kernel_scale_stretches_kernels(sim_progs, make_sim_gpu, workloads):
+def test_kernel_scale_stretches_kernels(cudaprobe, make_sim_gpu, workloads):
     gpu = make_sim_gpu(kernel_scale=10.0)
     # One 100 ms kernel (10 ms grid x 10), then look right away: the device is busy.
-    w = Workload(sim_progs.cudactl, ["ctx", "0", "launch", "10000", "1", "sleep", "60"], gpu.env)
+    w = cudaprobe.hold("init", "primary:0", "launch:1:10000", "sleep:60", env=gpu.env)
     workloads.append(w)
     t0 = time.monotonic()
-    w.finish()
+    assert w.finish().ok
     dev = nvml_view(gpu.env)["devices"][0]
     assert dev["gpu_util"] >= 9  # 100 ms of the last second
     assert time.monotonic() - t0 < 5

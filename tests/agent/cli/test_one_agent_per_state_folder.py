@@ -85,8 +85,9 @@ def test_the_folder_is_free_at_once_after_a_stop_even_with_a_teardown_child(
     first = _agent(tmp_path)
     first.start()
     probe = ForkingProbe()
-    first.ebpf = probe
+    first.sources.ebpf = probe
     first.close(exiting=True)
+    assert probe.child > 0, "close(exiting=True) never handed the probe's teardown over"
     try:
         second = _agent(tmp_path)
         second.start()  # not refused while the teardown child still runs

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from policy import ast
-from policy.compiler import CompiledRule, Decision
+from policy.compiled import CompiledRule, Decision
 from policy.diagnostics import Span
 from policy.fastinit import fast_init
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from policy import ResourceRequest, Workload, load_policy, load_texts
-from policy.compiler import _UNCOMPILED
+from policy.compiled import UNCOMPILED
 
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "tests" / "benchmarks"))
@@ -32,11 +32,11 @@ def test_digest_is_sha256_of_the_sorted_canonical_json() -> None:
 def test_predicates_are_compiled_when_first_needed_and_decide_alike() -> None:
     policy = load_texts([("b.gwp", policy_text(300, scanned=20, by_label=40))]).policy
     assert policy is not None
-    assert all(r._predicate is _UNCOMPILED for r in policy.rules if r.expr is not None)
+    assert all(r._predicate is UNCOMPILED for r in policy.rules if r.expr is not None)
     w = Workload(namespace="team-42", name="x", labels={"team": "t0", "tier": "web"},
                  request=ResourceRequest(gpu=1))
     matched = [r.name for r in policy.matching(w)]
-    compiled = {r.name for r in policy.rules if r._predicate is not _UNCOMPILED}
+    compiled = {r.name for r in policy.rules if r._predicate is not UNCOMPILED}
     assert compiled and len(compiled) < len(policy.rules) // 5  # only the index's candidates
     assert set(matched) <= compiled
     assert sorted(matched) == sorted(r.name for r in policy.rules if r.matches(w))

@@ -1,0 +1,149 @@
+"""The agent's tracked workloads and their own source, the libvgpu region: what the shim admitted
+on each GPU and which processes registered with it. A region that cannot be read is reported
+once, retried every 5 s, and the workload judged meanwhile without the shim's view.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from agent.decide import core_plan
+from agent.ledger import WorkloadRecord
+from agent.model import GpuUuid, Pid, Rule, Snapshot, Workload, WorkloadKey
+from agent.procfs import start_time
+from agent.proctree import ProcessTable
+
+__all__ = ["Regions", "Tracked", "workload_doc"]
+
+REGION_RETRY = 5.0  # seconds between attempts to open a region that failed
+SLOTS_PERIOD = 2.0  # seconds between reads of a region's process slots
+
+
+@dataclass
+class Tracked:
+    rec: WorkloadRecord
+    key: WorkloadKey
+    rule: Rule
+    reader: Any = None  # agent.regions.RegionReader
+    region_error: str = ""
+    region_retry: float = 0.0
+    used: dict[str, int] = field(default_factory=dict)
+    limits: dict[str, int | None] = field(default_factory=dict)
+    shim_pids: frozenset[Pid] = frozenset()
+    plan_written: dict[str, tuple[int, str]] = field(default_factory=dict)
+    procs: dict[int, int] = field(default_factory=dict)  # the region's slots last read
+    procs_next: float = 0.0
+
+
+def workload_doc(t: Tracked) -> dict[str, str]:
+    """A workload as audit events name it."""
+    return {"id": t.rec.wid, "namespace": t.key.namespace, "pod": t.key.pod,
+            "container": t.key.container}
+
+
+class Regions:
+    """Opens and reads the tracked workloads' regions; counts and reports their errors."""
+
+    def __init__(self, emit: Callable[[dict[str, Any]], None], clock: Callable[[], float],
+                 proc_root: str) -> None:
+        self._emit = emit
+        self._clock = clock
+        self._proc_root = proc_root
+        self.errors_total = 0
+
+    def open(self, t: Tracked) -> None:
+        from agent.regions import RegionReader
+
+        path = Path(t.rec.region)
+        try:
+            t.reader = RegionReader(path)
+            if t.region_error:
+                self._emit({"event": "region_recovered", "workload": workload_doc(t)})
+            t.region_error = ""
+        except Exception as err:
+            t.reader = None
+            if not t.region_error:
+                self.errors_total += 1
+                self._emit({"event": "region_error", "workload": workload_doc(t),
+                            "error": str(err), "handling": "memory judged by eBPF/NVML "
+                            "against the rule; no bypass verdict without the shim's view"})
+            t.region_error = str(err)
+            t.region_retry = self._clock() + REGION_RETRY
+
+    @staticmethod
+    def close(t: Tracked) -> None:
+        if t.reader is not None:
+            with contextlib.suppress(Exception):
+                t.reader.close()
+
+    def workload(self, t: Tracked, now: float, table: ProcessTable,
+                 seen: Iterable[Mapping[Pid, Any]],
+                 host_pids: Callable[[Tracked, dict[int, int]], set[int]] | None) -> Workload:
+        """The workload as the loop judges it: its processes and what its region says now.
+        `seen`: the processes eBPF and NVML see on a GPU; `host_pids`: for a pod container,
+        the host pids of the region's (namespace) pids."""
+        if t.reader is None and now >= t.region_retry:
+            self.open(t)
+        if t.reader is not None:
+            try:
+                # the slot list costs more than the totals: read it every 2 s, and at once when
+                # a process of the workload that the shim does not list is seen on the GPU
+                pids = table.pids_of(t.rec.wid)
+                unknown = pids - t.shim_pids
+                with_procs = now >= t.procs_next or any(p in v for v in seen for p in unknown)
+                r = t.reader.read(with_procs=with_procs)
+                if not with_procs:
+                    r = replace(r, procs=t.procs)
+                else:
+                    t.procs, t.procs_next = r.procs, now + SLOTS_PERIOD
+                t.used, t.limits = r.used, r.limits
+                if t.rec.pod_uid:  # the shim's pids are of the container's namespace
+                    if host_pids is None:
+                        raise RuntimeError("a pod container's region outside cluster mode")
+                    alive = {Pid(p) for p in host_pids(t, r.procs)}
+                else:
+                    alive = {Pid(p) for p, st in r.procs.items()
+                             if table.start.get(Pid(p)) == st
+                             or start_time(p, self._proc_root) == st}
+                    for p in alive - table.pids_of(t.rec.wid):
+                        table.attach(p, t.rec.wid, r.procs[p])  # the shim says it's ours
+                t.shim_pids = frozenset(alive)
+            except Exception as err:
+                self.close(t)
+                t.reader = None
+                t.region_error = ""
+                self.open(t)
+                if t.reader is None:
+                    t.region_error = t.region_error or str(err)
+        ok = t.reader is not None
+        return Workload(wid=t.rec.wid, key=t.key, rule=t.rule,
+                        pids=table.pids_of(t.rec.wid),
+                        shim_used={GpuUuid(u): b for u, b in t.used.items()} if ok else None,
+                        shim_pids=t.shim_pids if ok else frozenset(),
+                        region_error=t.region_error)
+
+    def write_core_plan(self, snap: Snapshot, tracked: Mapping[str, Tracked]) -> None:
+        """Write each workload's compute override (decide.core_plan) into its region, when it
+        changed."""
+        occ: dict[GpuUuid, list[Workload]] = {}
+        for w in snap.workloads:
+            t = tracked.get(w.wid)
+            if t is None or t.reader is None:
+                continue
+            on = {GpuUuid(u) for u, b in t.used.items() if b > 0}
+            for g in on:
+                occ.setdefault(g, []).append(w)
+        for (wid, gpu), plan in core_plan(occ).items():
+            t = tracked[wid]
+            want = (plan.effective_cores_percent, "yield" if plan.yield_to_high else "run")
+            if t.plan_written.get(gpu) != want:
+                try:
+                    t.reader.region.set_compute_override(gpu, limit=want[0], yield_=want[1])
+                    t.plan_written[gpu] = want
+                except Exception as err:
+                    self._emit({"event": "region_error", "workload": workload_doc(t),
+                                "error": f"cannot write the compute override: {err}"})

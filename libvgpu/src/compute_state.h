@@ -1,0 +1,143 @@
+/* compute_state.h: the compute limiter's per-process state, shared by its modules (compute.c:
+ * initialisation and configuration; gate.c: the launch gate; measure.c: the GPU-time
+ * measurements; ticker.c: the ticker thread; clock.c: the NVML clock thread).  Defined in
+ * compute.c.  The hooks see only compute.h.
+ *
+ * Fields marked "atomic" are read and written with LD/ST/ADD (relaxed) by several threads;
+ * the others belong to the thread named beside them. */
+#ifndef VGPU_COMPUTE_STATE_H
+#define VGPU_COMPUTE_STATE_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "compute.h"
+#include "cuda_api.h"
+#include "limiter.h"
+#include "node.h"
+#include "nvml_api.h"
+#include "region.h"
+#include "vgpu_compute.h"
+
+#define VGPU_CS_RING      32u /* measurements in flight per device */
+#define VGPU_CS_POOL      (2u * VGPU_CS_RING + 4u) /* spare events per device */
+#define VGPU_CS_CLAIM_MAX 8u  /* claiming-high processes a low watches per device */
+
+#define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define ADD(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
+
+typedef CUresult (*vgpu_is_capturing_fn)(CUstream stream, int *status);
+typedef CUresult (*vgpu_exchange_mode_fn)(CUstreamCaptureMode *mode);
+
+/* One measurement of a launch's GPU time (measure.c). */
+struct vgpu_cpend {
+    CUevent start;
+    CUevent end;
+    uint64_t key;
+    uint64_t mark;    /* the device's `submitted` after this launch */
+    uint64_t due;     /* when its work is estimated to end (the busy horizon): not polled before */
+    uint64_t cpu_ns;  /* CPU time of the real launch call */
+    uint32_t chained; /* the queue was busy when `start` was recorded */
+    uint32_t live;
+};
+
+/* One CUDA device of the process. */
+struct vgpu_cdev {
+    uint32_t limit;   /* verdict: pace to this share, 0 not paced (atomic) */
+    uint32_t yield;   /* verdict: wait (atomic) */
+    uint32_t forced;  /* the agent's override says yield (atomic) */
+    uint32_t nclaim;  /* a low's claiming-high neighbours, slots in claim[] (atomic; ticker) */
+    uint32_t claim[VGPU_CS_CLAIM_MAX];
+    uint32_t track;   /* others share the GPU: keep the busy horizon even when not paced */
+    uint32_t sharing; /* another container is active on the GPU: pace in bursts (atomic) */
+    uint64_t turn;    /* paced containers take turns: vgpu_turn_pack(), 0 none (atomic) */
+    uint64_t longest; /* charged cost of the longest recent launch, decaying (atomic) */
+    uint32_t scale_ppm; /* correction of charged costs: DVFS x busy feedback (atomic) */
+    /* the clock thread's own (limiter.h: DVFS correction, busy feedback) */
+    nvmlDevice_t nvml;  /* NULL: none */
+    uint32_t sat_mhz;   /* SM clock seen on the saturated GPU, 0 none yet */
+    uint32_t est_mhz;   /* f_sat estimated from power while sat_mhz is 0 (limiter.h), 0 none */
+    uint32_t limit_mw;  /* the GPU's enforced power limit, 0 unknown */
+    uint32_t fb_ppm;    /* busy-feedback factor */
+    uint32_t fb_down;   /* the last window asked for a lower factor */
+    uint32_t fb_limit;  /* the limit the feedback conditions started with */
+    uint64_t fb_since;  /* when the feedback conditions (paced, alone) began, 0 not now */
+    uint64_t win_t0, win_c0, win_busy, win_prev; /* the current feedback window */
+    uint64_t horizon; /* when this process's estimated queued work on the device ends (atomic) */
+    uint32_t flags;   /* VGPU_COMPUTE_FLAG_* */
+    int region_idx;   /* device entry, -1: not in the region yet, `local` is used */
+    uint8_t uuid[16];
+    int node_slot;
+    struct vgpu_compute_device *blk;
+    struct vgpu_compute_device local;
+    /* measurements, under `lock` (a spin flag; held for a few driver calls at most) */
+    uint32_t lock;
+    struct vgpu_cpend ring[VGPU_CS_RING];
+    uint32_t head;
+    uint32_t count;
+    CUevent pool[VGPU_CS_POOL];
+    uint32_t npool;
+    CUcontext pool_ctx;
+    uint64_t poll_due;  /* `due` of the oldest measurement in the ring (under `lock`) */
+    uint64_t submitted; /* estimated ns launched through the gate */
+    uint64_t sampled_at; /* `submitted` when the newest measurement was taken */
+    uint64_t completed; /* `mark` of the newest measurement seen complete */
+    uint64_t min_cpu_ns; /* smallest CPU time of a sampled launch (rises by 1/256 a sample) */
+    uint64_t nlaunch;
+};
+
+struct vgpu_cstate {
+    pid_t pid; /* the process this state belongs to (fork resets it) */
+    int ndev;
+    uint32_t policy;
+    uint32_t priority;
+    uint64_t container_id;
+    struct vgpu_region_handle region;
+    int have_region;
+    struct vgpu_region_proc *proc; /* this process's slot, once found */
+    struct vgpu_node_region *node;
+    struct vgpu_node_me me;
+    int exiting;
+    uint32_t env_limit[VGPU_MAX_DEVICES];
+    uint64_t last_active_ns;
+    vgpu_is_capturing_fn is_capturing;
+    vgpu_exchange_mode_fn exchange_mode;
+    uint32_t clock_started;
+    struct lim_cost_table costs;
+    struct vgpu_cdev dev[VGPU_MAX_DEVICES];
+};
+
+extern struct vgpu_cstate vgpu_cs;
+
+/* Binds a device to its block in the container region once the region has it (compute.c). */
+void vgpu_cs_bind_device(struct vgpu_cdev *c, unsigned ordinal);
+/* Finds this process's slot in the region once the memory side claimed it (compute.c). */
+void vgpu_cs_find_proc_slot(void);
+
+static inline void vgpu_cs_sleep_until(uint64_t t)
+{
+    struct timespec ts = {(time_t)(t / 1000000000ull), (long)(t % 1000000000ull)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+static inline void vgpu_cs_lock(uint32_t *l)
+{
+    while (__atomic_exchange_n(l, 1u, __ATOMIC_ACQUIRE) != 0)
+        while (LD(l) != 0)
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#else
+            ;
+#endif
+}
+
+static inline void vgpu_cs_unlock(uint32_t *l)
+{
+    __atomic_store_n(l, 0u, __ATOMIC_RELEASE);
+}
+
+#endif /* VGPU_COMPUTE_STATE_H */

@@ -1,0 +1,172 @@
+/* The launch gate proper (see gate.h, limiter.h and docs/compute.md). */
+#include "gate.h"
+
+#include <stdint.h>
+
+#include "compute.h"
+#include "compute_state.h"
+#include "limiter.h"
+#include "measure.h"
+#include "node.h"
+#include "ticker.h"
+#include "vgpu_compute.h"
+
+/* ---- tunables (docs/compute.md explains each) ---------------------------------------------- */
+#define TOLERANCE_NS   2000000ull  /* pacer burst: the most GPU-time credit, in wall time */
+#define TOLERANCE_SHARED_NS 20000000ull /* ... on a shared GPU, where launches go in bursts */
+#define QUEUE_NS       2000000ull  /* estimated work a process may have queued ahead */
+#define SLEEP_CHUNK_NS 2000000ull  /* waits re-check yield/limit this often */
+#define SAMPLE_EVERY   32u         /* measure one launch in this many, once a cost is known: a
+                                    * measurement costs two cuEventRecord (~1.1 us each on the
+                                    * H200), which a launch-bound application pays */
+#define HORIZON_UNKNOWN_NS 1000000ull /* busy horizon of a launch whose cost is not known yet */
+#define CLAIM_POLL_NS  100000ull   /* a low waiting for a claiming high re-checks this often */
+
+static uint64_t add_waited(struct vgpu_cdev *c, uint64_t from)
+{
+    uint64_t w = vgpu_compute_now() - from;
+    ADD(&c->blk->waited_ns, w);
+    if (vgpu_cs.proc != NULL)
+        ADD(&vgpu_cs.proc->compute.waited_ns, w);
+    return w;
+}
+
+/* Waits for this container's turn (limiter.h) to launch `cost` ns of estimated work; returns
+ * the time after the wait.  Gives up when the turns, the limit or the yield verdict change. */
+static uint64_t wait_turn(struct vgpu_cdev *c, uint64_t cost, uint64_t from)
+{
+    uint64_t now = from;
+
+    for (;;) {
+        uint64_t turn = LD(&c->turn), hz = LD(&c->horizon), w;
+        struct lim_turn t = vgpu_turn_unpack(turn);
+
+        if (turn == 0 || LD(&c->limit) == 0 || LD(&c->yield))
+            break;
+        w = lim_turn_wait(t, now, hz > now ? hz - now : 0, cost);
+        if (w == 0)
+            break;
+        __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
+        vgpu_cs_sleep_until(now + (w > SLEEP_CHUNK_NS ? SLEEP_CHUNK_NS : w));
+        now = vgpu_compute_now();
+    }
+    if (now != from)
+        add_waited(c, from);
+    return now;
+}
+
+/* Whether a launch must wait now: the agent says yield, or a claiming high is busy (its slot's
+ * activity, published on each of its launches, within VGPU_NODE_CLAIM_GRACE_NS).  The
+ * ticker's yield verdict without a claimer list (no node region) holds as it is. */
+static int must_wait(struct vgpu_cdev *c, uint64_t now)
+{
+    uint32_t slots[VGPU_CS_CLAIM_MAX], n = LD(&c->nclaim), i;
+
+    if (LD(&c->forced))
+        return 1;
+    if (n == 0 || vgpu_cs.node == NULL)
+        return LD(&c->yield) != 0;
+    for (i = 0; i < n && i < VGPU_CS_CLAIM_MAX; i++)
+        slots[i] = LD(&c->claim[i]);
+    return vgpu_node_claimed(vgpu_cs.node, slots, n < VGPU_CS_CLAIM_MAX ? n : VGPU_CS_CLAIM_MAX,
+                             now);
+}
+
+/* The gate proper, for a launch of `key` on `stream` on device `d` (vgpu_compute_enter). */
+void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d, uint64_t now,
+                    struct vgpu_capture_mode *m)
+{
+    struct vgpu_cdev *c = &vgpu_cs.dev[d];
+    uint64_t est, wait, outstanding;
+    uint32_t limit;
+    int known = 0;
+    int want_sample;
+    int bounded;
+
+    if (must_wait(c, now)) {
+        if (vgpu_cs.proc != NULL)
+            ST(&vgpu_cs.proc->compute.yielding, 1u);
+        do {
+            __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
+            vgpu_cs_sleep_until(vgpu_compute_now() +
+                                (LD(&c->nclaim) ? CLAIM_POLL_NS : SLEEP_CHUNK_NS));
+        } while (must_wait(c, vgpu_compute_now()));
+        if (vgpu_cs.proc != NULL)
+            ST(&vgpu_cs.proc->compute.yielding, 0u);
+        add_waited(c, now);
+        now = vgpu_compute_now();
+    }
+    limit = LD(&c->limit);
+    ADD(&c->blk->launches, 1u);
+    g->dev = d;
+
+    /* The queue bound: no more than QUEUE_NS of estimated work ahead of the GPU, for paced
+     * work and for low-priority work on a shared GPU (so that it can yield at short notice). */
+    bounded = limit != 0 || vgpu_cs.priority == LIM_PRIORITY_LOW;
+    outstanding = LD(&c->submitted) - LD(&c->completed);
+    vgpu_measure_poll_due(c, now, bounded && outstanding > QUEUE_NS, m);
+    outstanding = LD(&c->submitted) - LD(&c->completed);
+    while (bounded && outstanding > QUEUE_NS && LD(&c->count) > 0) {
+        vgpu_cs_sleep_until(vgpu_compute_now() + 100000u);
+        vgpu_measure_poll_due(c, 0, 1, m);
+        outstanding = LD(&c->submitted) - LD(&c->completed);
+    }
+
+    est = lim_cost_estimate(&vgpu_cs.costs, key, &known);
+    if (limit != 0) {
+        /* Charged: the GPU time the launch would take on the saturated GPU (DVFS correction). */
+        uint64_t charge = lim_scale_cost(est, LD(&c->scale_ppm));
+        uint64_t turn = LD(&c->turn), longest = LD(&c->longest);
+        int turns = turn != 0;
+        /* the longest recent kernel sets the turn period class; it decays by 1/1024 a launch */
+        ST(&c->longest, charge > longest ? charge : longest - longest / 1024u);
+        if (turns) {
+            /* Taking turns: the window holds the share; the pacer, with a period of credit,
+             * only keeps the long-run share of kernels longer than the window. */
+            now = wait_turn(c, charge, now);
+            wait = lim_pacer_book(&c->blk->tat_ns, now, charge, limit,
+                                  vgpu_turn_unpack(turn).period_ns);
+        } else if (LD(&c->sharing)) {
+            wait = lim_pacer_book_bursty(&c->blk->tat_ns, now, charge, limit,
+                                         TOLERANCE_SHARED_NS);
+        } else {
+            wait = lim_pacer_book(&c->blk->tat_ns, now, charge, limit, TOLERANCE_NS);
+        }
+        if (wait > 0) {
+            uint64_t until = now + wait;
+            for (uint64_t t = now; t < until && LD(&c->limit) != 0 && !LD(&c->yield);
+                 t = vgpu_compute_now())
+                vgpu_cs_sleep_until(until - t > SLEEP_CHUNK_NS ? t + SLEEP_CHUNK_NS : until);
+            add_waited(c, now);
+            now = vgpu_compute_now();
+            if (turns)
+                now = wait_turn(c, charge, now);
+        }
+        ADD(&c->blk->charged_ns, est);
+    }
+    g->est = est;
+    {
+        /* The busy horizon tells neighbours this process still has work queued (a process
+         * waiting in a synchronize is active as long as its GPU work runs).  A launch of unknown
+         * cost counts as HORIZON_UNKNOWN_NS: better a neighbour yields a little long than a
+         * starting high-priority job is seen idle while its first kernels wait. */
+        uint64_t hz = LD(&c->horizon);
+        hz = (hz > now ? hz : now) + (known ? est : HORIZON_UNKNOWN_NS);
+        ST(&c->horizon, hz);
+        /* a high one tells its low neighbours at once how long it keeps the GPU busy: its
+         * estimated work, plus the lows' own queue bound, which may run ahead of it */
+        if (vgpu_cs.priority == LIM_PRIORITY_HIGH && vgpu_cs.node != NULL && c->node_slot >= 0)
+            vgpu_node_touch(vgpu_cs.node, c->node_slot, hz + QUEUE_NS);
+    }
+
+    /* Measure: unknown or young signatures, one in SAMPLE_EVERY, and whenever the queue bound
+     * needs fresh news. */
+    /* ... and whenever QUEUE_NS / 4 of estimated work went by unmeasured: the queue bound
+     * counts what is outstanding from the newest finished measurement, so a coarser grain
+     * would drain the queue (and idle the GPU) before the bound lets a launch go */
+    want_sample = !known || ADD(&c->nlaunch, 1u) % SAMPLE_EVERY == 0 ||
+                  LD(&c->submitted) - LD(&c->sampled_at) >= QUEUE_NS / 4u;
+    if (!want_sample)
+        return;
+    vgpu_measure_start(c, g, key, stream, m);
+}

@@ -1,0 +1,241 @@
+/* The ticker thread and the late-work checks between ticks (see ticker.h, limiter.h and
+ * docs/compute.md). */
+#include "ticker.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "clock.h"
+#include "compute.h"
+#include "compute_state.h"
+#include "limiter.h"
+#include "log.h"
+#include "measure.h"
+#include "node.h"
+#include "real.h"
+#include "vgpu_compute.h"
+
+/* ---- tunables (docs/compute.md explains each) ---------------------------------------------- */
+#define TICK_NS        10000000ull /* ticker period: sharing/limit changes apply within this */
+#define WATCH_NS       1000000ull  /* a high one with late work re-checks it this often */
+
+/* The period class this process's longest recent kernels ask for at `limit`. */
+static uint32_t turn_class(const struct vgpu_cdev *c, uint32_t limit)
+{
+    return lim_turn_class(LD(&c->longest), limit);
+}
+
+/* This container's turn on the device among the paced containers active there (limiter.h). */
+static uint64_t turn_of(const struct vgpu_cdev *c, uint64_t now, uint32_t limit)
+{
+    struct lim_turn_member m[LIM_TURN_MAX];
+    uint32_t n = vgpu_node_paced(vgpu_cs.node, c->uuid, vgpu_cs.container_id, now, m,
+                                 LIM_TURN_MAX - 1);
+
+    if (n == 0)
+        return 0;
+    m[n].id = vgpu_cs.container_id;
+    m[n].limit_pct = limit;
+    m[n].period_class = turn_class(c, limit);
+    return vgpu_turn_pack(lim_turn_window(m, n + 1, vgpu_cs.container_id));
+}
+
+static _Thread_local int t_ticker; /* this thread is the ticker (its capture mode is relaxed) */
+
+/* A high-priority process whose measured work runs late (not complete past its estimated end:
+ * it may wait in a synchronise behind other containers' queued work): the ticker polls the
+ * measurements itself, since no launch comes to do it.  Work on time needs nothing: the busy
+ * horizon its launches published covers it. */
+static int still_busy(struct vgpu_cdev *c, uint64_t now)
+{
+    uint32_t n;
+    uint64_t due = 0;
+
+    static _Thread_local CUcontext current; /* the ticker's own current context */
+
+    if (!t_ticker || vgpu_cs.priority != LIM_PRIORITY_HIGH || LD(&c->limit) || LD(&c->count) == 0)
+        return 0;
+    vgpu_cs_lock(&c->lock);
+    /* the events belong to pool_ctx: make it the ticker's current context for the queries */
+    if (c->pool_ctx != NULL && c->pool_ctx != current && vgpu_cu.cuCtxSetCurrent != NULL &&
+        vgpu_cu.cuCtxSetCurrent(c->pool_ctx) == CUDA_SUCCESS)
+        current = c->pool_ctx;
+    if (current != c->pool_ctx) { /* no context to query in: say nothing */
+        vgpu_cs_unlock(&c->lock);
+        return 0;
+    }
+    vgpu_measure_poll_locked(c);
+    n = c->count;
+    if (n > 0)
+        due = c->ring[(c->head + n - 1u) % VGPU_CS_RING].due;
+    vgpu_cs_unlock(&c->lock);
+    return n > 0 && due < now;
+}
+
+static int watching(void)
+{
+    int d;
+
+    if (vgpu_cs.priority != LIM_PRIORITY_HIGH || vgpu_cs.node == NULL)
+        return 0;
+    for (d = 0; d < vgpu_cs.ndev; d++)
+        if (LD(&vgpu_cs.dev[d].track) && LD(&vgpu_cs.dev[d].count) > 0)
+            return 1;
+    return 0;
+}
+
+/* Between ticks, every WATCH_NS: a high-priority process with late work beside lows keeps its
+ * claim (its node slot's activity) WATCH_NS + the claim grace ahead, so that lows do not slip
+ * work in while it waits for its own. */
+static void watch(uint64_t now)
+{
+    int d;
+
+    if (vgpu_cs.priority != LIM_PRIORITY_HIGH || vgpu_cs.node == NULL || vgpu_cs.exiting)
+        return;
+    for (d = 0; d < vgpu_cs.ndev; d++) {
+        struct vgpu_cdev *c = &vgpu_cs.dev[d];
+        if (c->node_slot >= 0 && LD(&c->track) && still_busy(c, now) &&
+            LD(&vgpu_cs.node->slots[c->node_slot].active_ns) < now + WATCH_NS)
+            vgpu_node_touch(vgpu_cs.node, c->node_slot, now + 2u * WATCH_NS);
+    }
+}
+
+void vgpu_tick(uint64_t now)
+{
+    uint32_t w = __atomic_fetch_and(&vgpu_compute_word, ~VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
+    int gate = 0;
+    int may_pace = vgpu_cs.policy == LIM_POLICY_FORCE;
+    int d;
+
+    if (w & VGPU_COMPUTE_TOUCHED)
+        vgpu_cs.last_active_ns = now;
+    vgpu_cs_find_proc_slot();
+    if (vgpu_cs.proc != NULL)
+        ST(&vgpu_cs.proc->compute.active_ns, vgpu_cs.last_active_ns);
+    if (vgpu_cs.have_region) {
+        vgpu_cs.policy = LD(&vgpu_cs.region.r->compute.core_policy);
+        vgpu_cs.priority = LD(&vgpu_cs.region.r->compute.priority);
+        vgpu_cs.me.priority = vgpu_cs.priority;
+    }
+    for (d = 0; d < vgpu_cs.ndev; d++) {
+        struct vgpu_cdev *c = &vgpu_cs.dev[d];
+        struct vgpu_compute_device *b;
+        struct vgpu_node_census census = {0, 0, 0};
+        struct lim_view v;
+        struct lim_verdict r;
+        uint32_t flags = 0;
+
+        if (c->region_idx < 0)
+            vgpu_cs_bind_device(c, (unsigned)d);
+        b = c->blk;
+        uint64_t active = LD(&c->horizon) > vgpu_cs.last_active_ns ? LD(&c->horizon)
+                                                                   : vgpu_cs.last_active_ns;
+        if (still_busy(c, now) && active < now + 2u * WATCH_NS)
+            active = now + 2u * WATCH_NS; /* late work: claimed until the next watch */
+        if (vgpu_cs.node != NULL && !vgpu_cs.exiting) {
+            if (c->node_slot < 0 ||
+                vgpu_node_beat(vgpu_cs.node, c->node_slot, &vgpu_cs.me, now, active,
+                               (LD(&c->limit) ? VGPU_NODE_FLAG_LIMITED : 0u) |
+                                   (LD(&c->yield) ? VGPU_NODE_FLAG_YIELDING : 0u),
+                               VGPU_NODE_TURN(LD(&c->limit),
+                                              turn_class(c, LD(&c->limit)))) != 0) {
+                c->node_slot = vgpu_node_claim(vgpu_cs.node, &vgpu_cs.me, c->uuid, now);
+                if (c->node_slot >= 0)
+                    vgpu_node_beat(vgpu_cs.node, c->node_slot, &vgpu_cs.me, now, active, 0, 0);
+            }
+            vgpu_node_census(vgpu_cs.node, c->uuid, vgpu_cs.container_id, now, &census);
+        }
+        v.policy = vgpu_cs.policy;
+        v.priority = vgpu_cs.priority;
+        v.limit_pct = LD(&b->limit_pct);
+        v.agent_limit_pct = LD(&b->agent_limit_pct);
+        if ((v.limit_pct > 0 && v.limit_pct < 100) ||
+            (v.agent_limit_pct > 0 && v.agent_limit_pct < 100))
+            may_pace = 1;
+        v.agent_yield = LD(&b->agent_yield);
+        v.node_known = vgpu_cs.node != NULL && c->node_slot >= 0;
+        v.others_high = census.high;
+        v.others_low = census.low;
+        r = lim_decide(&v);
+        if (r.limit_pct != LD(&c->limit) || r.yield != LD(&c->yield))
+            vgpu_log(VGPU_LOG_INFO, "compute: device %d: %s, others active: %u high %u low "
+                     "(%u present) -> %s%u%%%s", d, v.node_known ? "node region" : "no node region",
+                     census.high, census.low, census.present, r.limit_pct ? "paced to " : "not paced ",
+                     r.limit_pct, r.yield ? ", yielding" : "");
+        ST(&c->limit, r.limit_pct);
+        ST(&c->yield, r.yield);
+        ST(&c->forced, v.agent_yield == LIM_AGENT_YIELD ? 1u : 0u);
+        {
+            /* a low watches its claiming-high neighbours on every launch (must_wait in gate.c) */
+            uint32_t slots[VGPU_CS_CLAIM_MAX], n = 0, i;
+            if (vgpu_cs.node != NULL && c->node_slot >= 0 && vgpu_cs.priority == LIM_PRIORITY_LOW &&
+                vgpu_cs.policy != LIM_POLICY_DISABLE && v.agent_yield != LIM_AGENT_RUN)
+                n = vgpu_node_claimers(vgpu_cs.node, c->uuid, vgpu_cs.container_id, now, slots,
+                                       VGPU_CS_CLAIM_MAX);
+            for (i = 0; i < n; i++)
+                ST(&c->claim[i], slots[i]);
+            ST(&c->nclaim, n);
+        }
+        ST(&c->turn, v.node_known && r.limit_pct && !r.yield ? turn_of(c, now, r.limit_pct) : 0u);
+        if (LD(&c->turn))
+            flags |= VGPU_COMPUTE_FLAG_TURNS;
+        ST(&c->track, census.present > 0 ? 1u : 0u);
+        ST(&c->sharing, census.high + census.low > 0 ? 1u : 0u);
+        if (census.high + census.low)
+            flags |= VGPU_COMPUTE_FLAG_SHARING;
+        if (r.limit_pct)
+            flags |= VGPU_COMPUTE_FLAG_LIMITED;
+        if (r.yield)
+            flags |= VGPU_COMPUTE_FLAG_YIELDING;
+        if (!v.node_known)
+            flags |= VGPU_COMPUTE_FLAG_NODE_UNKNOWN;
+        ST(&b->effective_pct, r.limit_pct);
+        ST(&b->flags, flags);
+        if (r.limit_pct || r.yield || census.present > 0)
+            gate = 1;
+    }
+    if (may_pace && !vgpu_cs.clock_started && vgpu_cs.ndev > 0)
+        vgpu_clock_start();
+    if (gate)
+        __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_GATE, __ATOMIC_RELAXED);
+    else
+        __atomic_fetch_and(&vgpu_compute_word, ~VGPU_COMPUTE_GATE, __ATOMIC_RELAXED);
+}
+
+static void *ticker_main(void *arg)
+{
+    uint64_t next = vgpu_compute_now();
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    (void)arg;
+    /* the ticker's own driver calls (still_busy) must never touch another thread's capture */
+    t_ticker = vgpu_cs.exchange_mode == NULL || vgpu_cs.exchange_mode(&mode) == CUDA_SUCCESS;
+    for (;;) {
+        next += TICK_NS;
+        /* only a high-priority process beside others wakes between ticks (watch) */
+        for (uint64_t t = vgpu_compute_now(); watching() && t + WATCH_NS < next;
+             t = vgpu_compute_now()) {
+            vgpu_cs_sleep_until(t + WATCH_NS);
+            watch(vgpu_compute_now());
+        }
+        vgpu_cs_sleep_until(next);
+        uint64_t now = vgpu_compute_now();
+        if (now > next + 10 * TICK_NS) /* stopped (SIGSTOP, suspend): do not catch up */
+            next = now;
+        vgpu_tick(now);
+    }
+    return NULL;
+}
+
+int vgpu_ticker_start(void)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    int rc;
+
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&t, &attr, ticker_main, NULL) != 0 ? -1 : 0;
+    pthread_attr_destroy(&attr);
+    return rc;
+}
