@@ -20,7 +20,6 @@
                                     * measurement costs two cuEventRecord (~1.1 us each on the
                                     * H200), which a launch-bound application pays */
 #define HORIZON_UNKNOWN_NS 1000000ull /* busy horizon of a launch whose cost is not known yet */
-#define CLAIM_POLL_NS  100000ull   /* a low waiting for a claiming high re-checks this often */
 
 static uint64_t add_waited(struct vgpu_cdev *c, uint64_t from)
 {
@@ -55,21 +54,30 @@ static uint64_t wait_turn(struct vgpu_cdev *c, uint64_t cost, uint64_t from)
     return now;
 }
 
-/* Whether a launch must wait now: the agent says yield, or a claiming high is busy (its slot's
- * activity, published on each of its launches, within VGPU_NODE_CLAIM_GRACE_NS).  The
- * ticker's yield verdict without a claimer list (no node region) holds as it is. */
-static int must_wait(struct vgpu_cdev *c, uint64_t now)
+/* Until when a launch of `cost` ns of estimated work must wait (0: it may go now): the agent
+ * says yield, or a claiming high is busy (its slot's activity, published on each of its
+ * launches as the end of its estimated queued work, plus VGPU_NODE_CLAIM_GRACE_NS).  The
+ * ticker's yield verdict without a claimer list (no node region) holds as it is.  A low beside
+ * a claiming high also keeps its own queue short (lim_low_queue_wait), so that a high burst
+ * never waits behind more than ~LIM_LOW_QUEUE_NS of it.  At most SLEEP_CHUNK_NS ahead. */
+static uint64_t must_wait(struct vgpu_cdev *c, uint64_t now, uint64_t cost)
 {
     uint32_t slots[VGPU_CS_CLAIM_MAX], n = LD(&c->nclaim), i;
+    uint64_t end, hz, w;
 
     if (LD(&c->forced))
-        return 1;
+        return now + SLEEP_CHUNK_NS;
     if (n == 0 || vgpu_cs.node == NULL)
-        return LD(&c->yield) != 0;
+        return LD(&c->yield) ? now + SLEEP_CHUNK_NS : 0;
     for (i = 0; i < n && i < VGPU_CS_CLAIM_MAX; i++)
         slots[i] = LD(&c->claim[i]);
-    return vgpu_node_claimed(vgpu_cs.node, slots, n < VGPU_CS_CLAIM_MAX ? n : VGPU_CS_CLAIM_MAX,
-                             now);
+    end = vgpu_node_claim_end(vgpu_cs.node, slots, n < VGPU_CS_CLAIM_MAX ? n : VGPU_CS_CLAIM_MAX,
+                              now);
+    if (end > now)
+        return end < now + SLEEP_CHUNK_NS ? end : now + SLEEP_CHUNK_NS;
+    hz = LD(&c->horizon);
+    w = lim_low_queue_wait(hz > now ? hz - now : 0, cost, LIM_LOW_QUEUE_NS);
+    return w == 0 ? 0 : now + (w < SLEEP_CHUNK_NS ? w : SLEEP_CHUNK_NS);
 }
 
 /* The gate proper, for a launch of `key` on `stream` on device `d` (vgpu_compute_enter). */
@@ -83,14 +91,16 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
     int want_sample;
     int bounded;
 
-    if (must_wait(c, now)) {
+    est = lim_cost_estimate(&vgpu_cs.costs, key, &known);
+    wait = must_wait(c, now, known ? est : HORIZON_UNKNOWN_NS);
+    if (wait != 0) {
         if (vgpu_cs.proc != NULL)
             ST(&vgpu_cs.proc->compute.yielding, 1u);
         do {
             __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
-            vgpu_cs_sleep_until(vgpu_compute_now() +
-                                (LD(&c->nclaim) ? CLAIM_POLL_NS : SLEEP_CHUNK_NS));
-        } while (must_wait(c, vgpu_compute_now()));
+            vgpu_cs_sleep_until(wait); /* a claim's end, or the short queue's */
+            wait = must_wait(c, vgpu_compute_now(), known ? est : HORIZON_UNKNOWN_NS);
+        } while (wait != 0);
         if (vgpu_cs.proc != NULL)
             ST(&vgpu_cs.proc->compute.yielding, 0u);
         add_waited(c, now);
@@ -112,7 +122,6 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
         outstanding = LD(&c->submitted) - LD(&c->completed);
     }
 
-    est = lim_cost_estimate(&vgpu_cs.costs, key, &known);
     if (limit != 0) {
         /* Charged: the GPU time the launch would take on the saturated GPU (DVFS correction). */
         uint64_t charge = lim_scale_cost(est, LD(&c->scale_ppm));
@@ -154,9 +163,9 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
         hz = (hz > now ? hz : now) + (known ? est : HORIZON_UNKNOWN_NS);
         ST(&c->horizon, hz);
         /* a high one tells its low neighbours at once how long it keeps the GPU busy: its
-         * estimated work, plus the lows' own queue bound, which may run ahead of it */
+         * estimated work, plus the lows' short queue (LIM_LOW_QUEUE_NS) that may run ahead of it */
         if (vgpu_cs.priority == LIM_PRIORITY_HIGH && vgpu_cs.node != NULL && c->node_slot >= 0)
-            vgpu_node_touch(vgpu_cs.node, c->node_slot, hz + QUEUE_NS);
+            vgpu_node_touch(vgpu_cs.node, c->node_slot, hz + LIM_LOW_QUEUE_NS);
     }
 
     /* Measure: unknown or young signatures, one in SAMPLE_EVERY, and whenever the queue bound

@@ -366,6 +366,17 @@ struct lim_verdict lim_decide(const struct lim_view *v)
     return out;
 }
 
+/* ---- priority: a low one's queue beside a claiming high ------------------------------------- */
+
+uint64_t lim_low_queue_wait(uint64_t queued_ns, uint64_t cost_ns, uint64_t bound_ns)
+{
+    uint64_t keep = bound_ns / 2u; /* the queue a launch may go on top of */
+
+    if (cost_ns < bound_ns && bound_ns - cost_ns > keep)
+        keep = bound_ns - cost_ns;
+    return queued_ns > keep ? queued_ns - keep : 0;
+}
+
 /* ---- environment values --------------------------------------------------------------------- */
 
 int lim_parse_pct(const char *s, uint32_t *out)

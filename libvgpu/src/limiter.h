@@ -213,6 +213,19 @@ struct lim_verdict {
 
 struct lim_verdict lim_decide(const struct lim_view *v);
 
+/* ---- priority: a low one's queue beside a claiming high ------------------------------------- */
+
+/* The GPU runs a context's queued work before another's new work (the simulated GPU strictly in
+ * launch order; a real one time-slices between contexts), so a high-priority burst can wait for
+ * whatever a low-priority neighbour has queued ahead of it.  While a claiming high is on the
+ * device, a low keeps its queue short: a launch of `cost_ns` goes when the low's estimated queued
+ * work (`queued_ns`, ending that far from now) plus the launch fits `bound_ns`, or when the queue
+ * is down to half the bound (so a kernel longer than half the bound still overlaps with the one
+ * before it and the GPU does not idle between them).  A high burst then waits for at most
+ * max(bound, bound / 2 + cost) of the low's work.  Returns how long to wait first (0: go). */
+#define LIM_LOW_QUEUE_NS 1000000ull
+uint64_t lim_low_queue_wait(uint64_t queued_ns, uint64_t cost_ns, uint64_t bound_ns);
+
 /* ---- environment values --------------------------------------------------------------------- */
 
 /* Each returns 0 and stores the value, or -1 when `s` is malformed (the caller names the

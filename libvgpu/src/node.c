@@ -160,18 +160,19 @@ uint32_t vgpu_node_claimers(const struct vgpu_node_region *r, const uint8_t uuid
     return n;
 }
 
-int vgpu_node_claimed(const struct vgpu_node_region *r, const uint32_t *slots, uint32_t n,
-                      uint64_t now_ns)
+uint64_t vgpu_node_claim_end(const struct vgpu_node_region *r, const uint32_t *slots, uint32_t n,
+                             uint64_t now_ns)
 {
+    uint64_t end = 0;
     uint32_t i;
 
     for (i = 0; i < n; i++) {
         const struct vgpu_node_slot *s = &r->slots[slots[i] % VGPU_NODE_SLOTS];
-        if (LD(&s->owner) != 0 && claiming(s) &&
-            fresh(LD(&s->active_ns), now_ns, VGPU_NODE_CLAIM_GRACE_NS))
-            return 1;
+        uint64_t e = LD(&s->active_ns) + VGPU_NODE_CLAIM_GRACE_NS;
+        if (LD(&s->owner) != 0 && claiming(s) && e > now_ns && e > end)
+            end = e;
     }
-    return 0;
+    return end;
 }
 
 void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],

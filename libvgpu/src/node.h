@@ -14,9 +14,10 @@
 #define VGPU_NODE_ACTIVE_NS 50000000ull  /* launched within this: active on its GPU */
 /* A claiming high (an unpaced high-priority container) makes lows wait while it launched, or
  * had work queued, within this: lows use the GPU's idle time between its bursts.  It covers a
- * high application's own CPU time between a synchronisation and its next launch, and a few ms
- * of its ticker thread being late on a loaded machine. */
-#define VGPU_NODE_CLAIM_GRACE_NS 5000000ull
+ * high application's own CPU time between a synchronisation and its next launch (tens of us for
+ * a loop in C or PyTorch); a pause longer than this lets lows launch, and the high one's next
+ * burst then waits for their short queue (LIM_LOW_QUEUE_NS, docs/compute.md "Priority"). */
+#define VGPU_NODE_CLAIM_GRACE_NS 1000000ull
 
 /* Maps the node region at `path`, creating and initialising it if needed.  Returns it, or NULL
  * with a message naming the path in `err`. */
@@ -64,10 +65,11 @@ void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
 uint32_t vgpu_node_claimers(const struct vgpu_node_region *r, const uint8_t uuid[16],
                             uint64_t my_container, uint64_t now_ns, uint32_t *slots, uint32_t max);
 
-/* 1 when one of the claimer slots still holds a claiming high that launched or had work queued
- * within VGPU_NODE_CLAIM_GRACE_NS of `now_ns`. */
-int vgpu_node_claimed(const struct vgpu_node_region *r, const uint32_t *slots, uint32_t n,
-                      uint64_t now_ns);
+/* When the claims of the claimer slots end: the latest activity (launch, or the end of its
+ * estimated queued work) of a claiming high among them plus VGPU_NODE_CLAIM_GRACE_NS; 0 when
+ * none is claiming after `now_ns`.  A low's launch waits until then. */
+uint64_t vgpu_node_claim_end(const struct vgpu_node_region *r, const uint32_t *slots, uint32_t n,
+                             uint64_t now_ns);
 
 /* The other containers paced on `uuid` and active at `now_ns` (LIMITED, not YIELDING), as turn
  * members (limiter.h), one per container (its largest share and class); returns how many were

@@ -59,6 +59,7 @@ class Shape:
     procs: int = 1
     seq: int = 0
     duty: float = 1.0  # < 1: after each synchronisation, idle so that work takes this share
+    idle_ms: float = 0.0  # > 0: after each synchronisation, idle this long (a request service)
 
     @property
     def name(self) -> str:
@@ -172,10 +173,8 @@ def worker(args: argparse.Namespace) -> int:
         region = Region.open(os.environ["CUDA_DEVICE_MEMORY_SHARED_CACHE"])
     if args.start_at:
         time.sleep(max(0.0, args.start_at - time.monotonic()))
-    sync_every = shape.sync
+    sync_every = shape.sync or (1 if shape.duty < 1.0 or shape.idle_ms else 0)
     t_next = time.monotonic()
-    if shape.duty < 1.0:
-        sync_every = 1
     for phase in args.phases.split(","):
         limit_s, _, dur_s = phase.partition(":")
         limit, dur = int(limit_s), float(dur_s)
@@ -195,6 +194,7 @@ def worker(args: argparse.Namespace) -> int:
                 torch.cuda.synchronize()
         torch.cuda.synchronize()
         t1, calls, lat = time.monotonic(), 0, []
+        tb_burst = t1
         s1 = region.compute_state(0) if region is not None else None
         while True:
             tb = time.monotonic()
@@ -207,8 +207,11 @@ def worker(args: argparse.Namespace) -> int:
                 if sync_every == 1:
                     lat.append(time.monotonic() - tb)
                 if shape.duty < 1.0:
-                    busy = time.monotonic() - tb
+                    busy = time.monotonic() - tb_burst
                     time.sleep(busy * (1 - shape.duty) / shape.duty)
+                if shape.idle_ms:
+                    time.sleep(shape.idle_ms / 1e3)
+                tb_burst = time.monotonic()
         torch.cuda.synchronize()
         t2 = time.monotonic()
         rec = {
@@ -217,6 +220,8 @@ def worker(args: argparse.Namespace) -> int:
             "t2": t2,
             "steps_per_s": calls * per_call / (t2 - t1),
             "step_p50_ms": round(1e3 * statistics.median(lat), 3) if lat else None,
+            "step_p99_ms": round(1e3 * sorted(lat)[len(lat) * 99 // 100], 3) if lat else None,
+            "steps": len(lat),
         }
         if s1 is not None and region is not None:
             s2 = region.compute_state(0)
@@ -444,28 +449,54 @@ def bench_shared(r: Runner) -> dict:
 
 
 def bench_priority(r: Runner) -> dict:
-    """A high-priority container (gpucores 30) beside a low one (gpucores 30), both 4096²:
-    under `default` with the high one flat out, then with the high one busy 30 % of the time
-    (the low one should get what it leaves); under `force` (both capped, taking turns)."""
+    """Priority (issue 18), all under `default` unless named, 4096² bf16 matmuls (~200 µs):
+    a low-priority container with gpucores 30 alone (not held: % of the same run's unlimited
+    phase); a high-priority one (gpucores 30) flat out beside a low one (gpucores 30); a high one
+    busy 30 % of the time in bursts (32 matmuls, synchronised, then idle) beside a low one
+    flat out (the low one should get what it leaves); the start of a high one's bursts (one
+    1024² matmul, synchronised, then idle 8 ms: its burst's time from launch to the end of the
+    synchronisation, beside the low one less alone) while the low one holds the GPU; two high
+    ones flat out (neither held to its gpucores); and both capped under `force`."""
     ph = r.phase_s
-    flat, part = Shape("mm", 4096, sync=4), Shape("mm", 4096, sync=1, duty=0.3)
-    alone = r.run(flat, f"0:{ph}", r.container())[0]["steps_per_s"]
-    part_alone = r.run(part, f"0:{ph}", r.container())[0]["steps_per_s"]
-    out: dict = {"alone_steps_per_s": alone, "high_30pct_alone_steps_per_s": part_alone}
-    for name, high_shape, policy in (("default", flat, "default"), ("default_high_busy_30",
-                                     part, "default"), ("force", flat, "force")):
-        start = time.monotonic() + 15.0
-        env_h = r.container(CUDA_TASK_PRIORITY="0", CUDA_DEVICE_SM_LIMIT="30",
-                            GPU_CORE_UTILIZATION_POLICY=policy)
-        env_l = r.container(CUDA_TASK_PRIORITY="1", CUDA_DEVICE_SM_LIMIT="30",
-                            GPU_CORE_UTILIZATION_POLICY=policy)
-        ph_ = f"-1:{2 * ph}"
-        ph_h, ph_l = r.start(high_shape, ph_, env_h, start), r.start(flat, ph_, env_l, start)
-        rh, rl = r.results(ph_h)[0], r.results(ph_l)[0]
-        h_alone = part_alone if high_shape is part else alone
-        out[name] = {"high_pct_of_alone": round(100 * rh["steps_per_s"] / h_alone, 1),
-                     "low_pct_of_alone": round(100 * rl["steps_per_s"] / alone, 1),
-                     "gpu": r.gpu.window(max(rh["t1"], rl["t1"]), min(rh["t2"], rl["t2"]))}
+    flat, part = Shape("mm", 4096, sync=4), Shape("mm", 4096, sync=32, duty=0.3)
+    probe = Shape("mm", 1024, sync=1, idle_ms=8.0)
+    low30 = {"CUDA_TASK_PRIORITY": "1", "CUDA_DEVICE_SM_LIMIT": "30"}
+    high30 = {"CUDA_TASK_PRIORITY": "0", "CUDA_DEVICE_SM_LIMIT": "30"}
+    # one low process: unlimited, then gpucores 30 (set at run time), alone
+    lo = r.run(flat, f"0:{ph},30:{ph}", r.container(CUDA_TASK_PRIORITY="1"))
+    alone = lo[0]["steps_per_s"]
+    out: dict = {"alone_steps_per_s": alone,
+                 "low_alone_30_pct_of_unlimited": round(100 * lo[1]["steps_per_s"] / alone, 1)}
+    part_alone = r.run(part, f"-1:{ph}", r.container(**high30))[0]
+    probe_alone = r.run(probe, f"-1:{ph}", r.container(**high30))[0]
+    out["high_busy_30_alone"] = {"steps_per_s": part_alone["steps_per_s"],
+                                 "gpu_busy_pct": part_alone.get("gpu_busy_pct")}
+    out["burst_alone_ms"] = {"p50": probe_alone["step_p50_ms"], "p99": probe_alone["step_p99_ms"]}
+    pairs = (("default", flat, high30, flat, low30, "default"),
+             ("default_high_busy_30", part, high30, flat, low30, "default"),
+             ("burst_start", probe, high30, flat, low30, "default"),
+             ("highs_only", flat, high30, flat, high30, "default"),
+             ("force", flat, high30, flat, low30, "force"))
+    for name, a_shape, a_env, b_shape, b_env, policy in pairs:
+        start = time.monotonic() + 12.0
+        pa = r.start(a_shape, f"-1:{2 * ph}", r.container(**a_env,
+                                                         GPU_CORE_UTILIZATION_POLICY=policy), start)
+        pb = r.start(b_shape, f"-1:{2 * ph}", r.container(**b_env,
+                                                         GPU_CORE_UTILIZATION_POLICY=policy), start)
+        ra, rb = r.results(pa)[0], r.results(pb)[0]
+        a_alone = {id(part): part_alone["steps_per_s"],
+                   id(probe): probe_alone["steps_per_s"]}.get(id(a_shape), alone)
+        row = {"high_pct_of_alone": round(100 * ra["steps_per_s"] / a_alone, 1),
+               "other_pct_of_alone": round(100 * rb["steps_per_s"] / alone, 1),
+               "gpu": r.gpu.window(max(ra["t1"], rb["t1"]), min(ra["t2"], rb["t2"]))}
+        if a_shape is probe:
+            base = probe_alone["step_p50_ms"]
+            row["burst_ms"] = {"p50": ra["step_p50_ms"], "p99": ra["step_p99_ms"],
+                               "bursts": ra["steps"]}
+            row["start_delay_ms"] = {"p50": round(ra["step_p50_ms"] - base, 3),
+                                     "p99": round(ra["step_p99_ms"] - base, 3)}
+        out[name] = row
+        print(json.dumps({name: row}), flush=True)
     return out
 
 
@@ -501,12 +532,24 @@ def markdown(res: dict) -> str:
                   f"{sh['30_resumed']['70']}.", ""]
     pr = res.get("priority")
     if pr:
-        lines += ["| high (gpucores 30) beside low (gpucores 30), 4096² | high: % of its alone "
-                  "| low: % of alone | GPU busy % |", "| --- | --- | --- | --- |"]
-        for k in ("default", "default_high_busy_30", "force"):
+        lines += ["| priority (4096², gpucores 30 each) | high: % of its alone | other: % of "
+                  "alone | GPU busy % |", "| --- | --- | --- | --- |"]
+        names = {"default": "high flat out beside a low (`default`)",
+                 "default_high_busy_30": "high busy 30 % in bursts beside a low flat out",
+                 "burst_start": "high 1024² bursts every 8 ms beside a low flat out",
+                 "highs_only": "two highs flat out (other = the second high)",
+                 "force": "high + low, both capped (`force`)"}
+        for k, label in names.items():
             x = pr[k]
-            lines.append(f"| {k} | {x['high_pct_of_alone']} | {x['low_pct_of_alone']} | "
+            lines.append(f"| {label} | {x['high_pct_of_alone']} | {x['other_pct_of_alone']} | "
                          f"{x['gpu'].get('gpu_busy_pct', '')} |")
+        b = pr["burst_start"]
+        lines += ["", f"Low alone at gpucores 30 (`default`): {pr['low_alone_30_pct_of_unlimited']}"
+                  f" % of its unlimited phase. High bursts (launch to end of synchronisation, ms): "
+                  f"alone p50 {pr['burst_alone_ms']['p50']} / p99 {pr['burst_alone_ms']['p99']}; "
+                  f"beside the low one p50 {b['burst_ms']['p50']} / p99 {b['burst_ms']['p99']} "
+                  f"({b['burst_ms']['bursts']} bursts): start delay p50 "
+                  f"{b['start_delay_ms']['p50']} / p99 {b['start_delay_ms']['p99']} ms."]
         lines.append("")
     return "\n".join(lines)
 

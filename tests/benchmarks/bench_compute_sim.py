@@ -1,13 +1,17 @@
 """Compute-limiter benchmark on the simulated GPU (CI machines, no GPU): the same questions as
 bench_compute.py, answered with tests/compute/progs/launch_loop.c on libvgpu/build/sim.
 
-    make -C libvgpu && .venv/bin/python tests/benchmarks/bench_compute_sim.py
+    make -C libvgpu && .venv/bin/python tests/benchmarks/bench_compute_sim.py [--only priority]
 
-Prints a markdown report (the `## libvgpu compute` numbers of docs/benchmarks.md).
+Prints a markdown report (the `## libvgpu compute` numbers of docs/benchmarks.md).  Sections:
+`limits` (one container at 10/30/50/70 %, two at 30 + 70, the no-limit launch cost) and
+`priority` (issue 18: a high-priority container beside a low one, flat out and in bursts, its
+bursts' start delay, two highs, a low alone).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import statistics
@@ -41,22 +45,93 @@ def env(tmp: Path, name: str, preload: bool = True, **extra: str) -> dict[str, s
     return e
 
 
-def loop(exe: Path, e: dict[str, str], grid: int, seconds: float) -> subprocess.Popen[str]:
-    return subprocess.Popen([str(exe), "kernel", str(grid), str(seconds)], env=e, text=True,
-                            stdout=subprocess.PIPE)
+def loop(exe: Path, e: dict[str, str], grid: int, seconds: float,
+         **extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([str(exe), "kernel", str(grid), str(seconds)], env=dict(e, **extra),
+                            text=True, stdout=subprocess.PIPE)
+
+
+def fields(p: subprocess.Popen[str]) -> dict[str, float]:
+    out, _ = p.communicate(timeout=120)
+    return {k: float(v) for k, v in (w.split("=") for w in out.split())}
 
 
 def share(p: subprocess.Popen[str]) -> float:
-    out, _ = p.communicate(timeout=120)
-    return float(dict(w.split("=") for w in out.split())["share"])
+    return fields(p)["share"]
 
 
-def main() -> int:
+# a high-priority service busy 30 % of the time: a 10-ms kernel, synchronised, idle 23.3 ms
+BURSTY = {"LAUNCH_LOOP_SYNC": "1", "LAUNCH_LOOP_IDLE_US": "23300"}
+# its bursts' start: a 200-us kernel, synchronised, idle 8 ms, each launch's wait recorded
+PROBE = {"LAUNCH_LOOP_SYNC": "1", "LAUNCH_LOOP_IDLE_US": "8000", "LAUNCH_LOOP_LATENCY": "1"}
+
+
+def priority(tmp: Path, ll: Path) -> list[str]:
+    """Issue 18's priority questions on the simulated GPU (`default` policy, 4-s runs measured
+    from 1 s on; lows run 1-ms kernels flat out)."""
+    def alone(name: str, grid: int, **extra: str) -> dict[str, float]:
+        return fields(loop(ll, env(tmp, name, **extra), grid, 4.0))
+
+    def pair(name: str, a: tuple[int, dict[str, str]], b: tuple[int, dict[str, str]],
+             ) -> tuple[dict[str, float], dict[str, float]]:
+        e = env(tmp, name)
+        pa = loop(ll, e, a[0], 4.0, CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}.a"), **a[1])
+        pb = loop(ll, e, b[0], 4.0, CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}.b"), **b[1])
+        return fields(pa), fields(pb)
+
+    high = {"CUDA_TASK_PRIORITY": "0", "CUDA_DEVICE_SM_LIMIT": "30"}
+    low = {"CUDA_TASK_PRIORITY": "1", "CUDA_DEVICE_SM_LIMIT": "30"}
+    flat = alone("p-flat", 1000)["share"]
+    low30 = alone("p-low30", 1000, **low)["share"]
+    bursty = alone("p-bursty", 10000, **high, **BURSTY)["share"]
+    probe = alone("p-probe", 200, **high, **PROBE)
+    h1, l1 = pair("p-default", (1000, high), (1000, low))
+    h2, l2 = pair("p-bursty2", (10000, dict(high, **BURSTY)), (1000, low))
+    h3, l3 = pair("p-probe2", (200, dict(high, **PROBE)), (1000, low))
+    h4, h5 = pair("p-highs", (1000, high), (1000, high))
+
+    def pct(x: float, of: float) -> str:
+        return f"{100 * x / of:.1f}"
+
+    return [
+        "| priority (gpucores 30 each, `default`) | high: % of its alone | other: % of alone |",
+        "| --- | --- | --- |",
+        f"| high flat out beside a low | {pct(h1['share'], flat)} | {pct(l1['share'], flat)} |",
+        f"| high busy {100 * bursty:.0f} % in bursts (10-ms kernel, idle 23.3 ms) beside a low "
+        f"| {pct(h2['share'], bursty)} | **{pct(l2['share'], flat)}** |",
+        f"| high 200-µs bursts every 8 ms beside a low | {pct(h3['share'], probe['share'])} | "
+        f"{pct(l3['share'], flat)} |",
+        f"| two highs flat out | {pct(h4['share'], flat)} | {pct(h5['share'], flat)} |",
+        "",
+        f"Low alone at gpucores 30: {pct(low30, flat)} % of the unlimited one. A high burst's "
+        f"start after its launch call (sim clock): alone p50 {probe['start_p50_us']:.0f} µs / "
+        f"p99 {probe['start_p99_us']:.0f} µs; while the low one holds the GPU p50 "
+        f"{h3['start_p50_us']:.0f} µs / **p99 {h3['start_p99_us']:.0f} µs** / max "
+        f"{h3['start_max_us']:.0f} µs ({h3['starts']:.0f} bursts).",
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", default="limits,priority", help="comma list of: limits, priority")
+    args = ap.parse_args(argv)
+    only = set(args.only.split(","))
+    if only - {"limits", "priority"}:
+        ap.error(f"--only: unknown {sorted(only - {'limits', 'priority'})} (valid: limits, "
+                 "priority)")
     t0 = time.monotonic()
     rows = []
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         ll = build(tmp, REPO / "tests/compute/progs/launch_loop.c")
+        prio = priority(tmp, ll) if "priority" in only else []
+        if "limits" not in only:
+            print(f"Machine: {platform.node()} ({os.cpu_count()} cores), simulated GPU  ")
+            print(f"Command: `.venv/bin/python tests/benchmarks/bench_compute_sim.py "
+                  f"--only {args.only}`  ")
+            print(f"Total time: {time.monotonic() - t0:.0f} s\n")
+            print("\n".join(prio))
+            return 0
         bl = build(tmp, Path(__file__).with_name("bench_compute_launch.c"))
         for grid, label in ((2000, "2 ms kernels"), (100, "100 µs kernels")):
             base = share(loop(ll, env(tmp, f"u{grid}"), grid, 4.0))
@@ -71,12 +146,6 @@ def main() -> int:
                           CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / "b.region")), 1000, 4.0)
         sa, sb = share(a), share(b)
         alone = share(loop(ll, env(tmp, "alone"), 1000, 4.0))
-        prio = env(tmp, "prio")
-        h = loop(ll, dict(prio, CUDA_TASK_PRIORITY="0",
-                          CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / "h.region")), 1000, 4.0)
-        lo = loop(ll, dict(prio, CUDA_TASK_PRIORITY="1",
-                           CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / "l.region")), 1000, 4.0)
-        sh, sl = share(h), share(lo)
         plain, shim = [], []
         for i in range(5):
             for preload, acc in ((False, plain), (True, shim)):
@@ -93,11 +162,11 @@ def main() -> int:
         print(f"| {label} | {100 * base:.1f} | {lim} | {100 * s:.1f} | {abs(100 * s - lim) <= 5} |")
     print(f"\nTwo low-priority containers sharing (1 ms kernels): limit 30 got {100 * sa:.1f} %, "
           f"limit 70 got {100 * sb:.1f} % (alone, unlimited: {100 * alone:.1f} %).  ")
-    print(f"High priority sharing with low priority: high {100 * sh:.1f} % "
-          f"({100 * sh / alone:.1f} % of alone), low {100 * sl:.1f} %.  ")
     p, s = statistics.median(plain), statistics.median(shim)
     print(f"No-limit launch cost (sim cuLaunchKernel, 5 alternated runs, median of medians): "
           f"{p:.0f} ns plain, {s:.0f} ns with libvgpu, +{s - p:.0f} ns.")
+    if prio:
+        print("\n" + "\n".join(prio))
     return 0
 
 

@@ -24,6 +24,7 @@
  *   limiter_driver turnwait OFF_NS LEN_NS NOW_NS QUEUED_NS COST_NS [PERIOD_NS]
  *                                          (prints lim_turn_wait; the period defaults to 40 ms)
  *   limiter_driver turnclass LONGEST_NS LIMIT   (prints lim_turn_class)
+ *   limiter_driver lowqueue QUEUED_NS COST_NS BOUND_NS   (prints lim_low_queue_wait)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -267,6 +268,11 @@ int main(int argc, char **argv)
                              argc == 8 ? (uint32_t)arg_u64(argv[7]) : 40000000u};
         printf("%llu\n", (unsigned long long)lim_turn_wait(t, arg_u64(argv[4]), arg_u64(argv[5]),
                                                           arg_u64(argv[6])));
+        return 0;
+    }
+    if (argc == 5 && strcmp(argv[1], "lowqueue") == 0) {
+        printf("%llu\n", (unsigned long long)lim_low_queue_wait(arg_u64(argv[2]), arg_u64(argv[3]),
+                                                               arg_u64(argv[4])));
         return 0;
     }
     fprintf(stderr, "usage: see the comment at the top of limiter_driver.c\n");

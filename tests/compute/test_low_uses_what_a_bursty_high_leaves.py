@@ -1,29 +1,37 @@
-"""Priority on the simulated GPU: a high-priority container that is busy ~35 % of the time in
-bursts (10 ms kernels, 23 ms of its own CPU work between them) keeps >= 90 % of its alone share,
-and a low-priority one beside it uses the GPU between the bursts instead of yielding for as long
-as the high one is "active" (the gate that yielded to any high launched within 50 ms left the
-low one 0.2 % of the GPU here)."""
+"""Priority on the simulated GPU: a high-priority container busy 30 % of the time in bursts (a
+10-ms kernel, synchronised, then idle 23.3 ms, as a service answering requests) keeps >= 90 % of
+its alone share, and a low-priority one beside it gets >= 60 % of its alone throughput: what the
+high one leaves, less the short wait after each burst (issue 18; docs/compute.md, "Priority").
+The gate that yielded to any high launched within 50 ms left the low one 0.2 % of the GPU here;
+the one that waited 5 ms + 2 ms past the high one's estimated work, 56 % of its alone."""
 
 from __future__ import annotations
 
 import pytest
 
-HIGH = {"CUDA_TASK_PRIORITY": "0", "LAUNCH_LOOP_SYNC": "1", "LAUNCH_LOOP_GAP_US": "23000"}
+HIGH = {"CUDA_TASK_PRIORITY": "0", "LAUNCH_LOOP_SYNC": "1", "LAUNCH_LOOP_IDLE_US": "23300"}
 
 
 @pytest.mark.slow
-def test_low_uses_what_a_bursty_high_leaves(loop, make_sim_gpu, tmp_path) -> None:
-    alone = loop.start(make_sim_gpu().env, "kernel", 10000, 4.0, **HIGH,
-                       GPUWARDEN_NODE_REGION=str(tmp_path / "alone.node"),
-                       CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / "alone.region"))
-    high_alone = loop.result(alone)["share"]
+def test_low_gets_60pct_of_alone_beside_a_high_busy_30pct(loop, make_sim_gpu, tmp_path) -> None:
+    def alone(name: str, grid: int, **extra: str) -> float:
+        proc = loop.start(make_sim_gpu().env, "kernel", grid, 4.0, **extra,
+                          GPUWARDEN_NODE_REGION=str(tmp_path / f"{name}.node"),
+                          CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"{name}.region"))
+        share = loop.result(proc)["share"]
+        assert isinstance(share, float)
+        return share
+
+    high_alone = alone("high-alone", 10000, **HIGH)
+    low_alone = alone("low-alone", 1000, CUDA_TASK_PRIORITY="1")
     gpu = make_sim_gpu().env
     high = loop.start(gpu, "kernel", 10000, 4.0, **HIGH,
                       CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / "high.region"))
     low = loop.start(gpu, "kernel", 1000, 4.0, CUDA_TASK_PRIORITY="1",
                      CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / "low.region"))
     sh, sl = loop.result(high)["share"], loop.result(low)["share"]
-    assert sh >= 0.9 * high_alone, (high_alone, sh, sl)
-    # the GPU is ~65 % idle beside the high one: the low one gets a good part of it (the
-    # claim lasts 5 ms past the high one's estimated work, docs/compute.md)
-    assert sl >= 0.2, (high_alone, sh, sl)
+    assert isinstance(sh, float) and isinstance(sl, float)
+    facts = {"high alone": high_alone, "low alone": low_alone, "high": sh, "low": sl}
+    assert 0.27 <= high_alone <= 0.33, facts  # busy 30 % of the time, as the issue asks
+    assert sh >= 0.9 * high_alone, facts
+    assert sl >= 0.6 * low_alone, facts

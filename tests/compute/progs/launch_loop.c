@@ -14,11 +14,19 @@
  *   LAUNCH_LOOP_SYNC=N synchronises every N launches instead (0: only at 1 s and at the end);
  *   LAUNCH_LOOP_GAP_US=U spins U microseconds of CPU after each launch (an application's own
  *   work between launches, which leaves the GPU idle part of the time).
+ *   LAUNCH_LOOP_IDLE_US=U sleeps U microseconds after each synchronisation (an application
+ *   idle between bursts of work, waiting for its next request).
  *   LAUNCH_LOOP_CPU=1 adds call_ns: the mean CPU time of this thread inside a launch call (what
  *   the launch costs the application's thread, libvgpu's gate included; robust to preemption).
  *     first_ns, last_ns   CLOCK_MONOTONIC of the first and last launch's return
  *   With LAUNCH_LOOP_TIMES=path it also writes the CLOCK_MONOTONIC of every launch's return,
  *   one per line.
+ *   LAUNCH_LOOP_LATENCY=1 (with LAUNCH_LOOP_SYNC=1: the stream is idle before each launch) adds
+ *   start_p50_us, start_p99_us, start_max_us, starts: how long after its launch call each
+ *   kernel started, on the GPU's clock, from 1 s after start on.  An event recorded on the idle
+ *   stream just before the call fires at the call; one recorded after it fires at the kernel's
+ *   end; their distance less the kernel's own time is the wait (on the simulated GPU, work of
+ *   other processes queued ahead of it, and the launch call itself, libvgpu's gate included).
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -36,6 +44,9 @@ FN(cuCtxSetCurrent);
 FN(cuCtxSynchronize);
 FN(cuModuleLoadData);
 FN(cuModuleGetFunction);
+FN(cuEventCreate);
+FN(cuEventRecord);
+FN(cuEventElapsedTime);
 FN(cuLaunchKernel);
 FN(cuLaunchKernel_ptsz);
 FN(cuLaunchKernelEx);
@@ -60,6 +71,12 @@ static uint64_t cpu_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
 
 static void *need(void *h, const char *name)
@@ -100,8 +117,16 @@ int main(int argc, char **argv)
     const char *sync_s = getenv("LAUNCH_LOOP_SYNC"), *gap_s = getenv("LAUNCH_LOOP_GAP_US");
     uint64_t sync_every = sync_s ? strtoull(sync_s, NULL, 10) : 64;
     uint64_t gap_ns = gap_s ? 1000u * strtoull(gap_s, NULL, 10) : 0;
+    const char *idle_s = getenv("LAUNCH_LOOP_IDLE_US");
+    uint64_t idle_ns = idle_s ? 1000u * strtoull(idle_s, NULL, 10) : 0;
     int want_cpu = getenv("LAUNCH_LOOP_CPU") != NULL;
+    int want_latency = getenv("LAUNCH_LOOP_LATENCY") != NULL;
+    CUevent ev0 = NULL, ev1 = NULL;
+    double *waits = NULL;
+    size_t nwaits = 0, wcap = 0;
     uint64_t cpu_in_calls = 0, cpu_calls = 0, c0 = 0;
+    const char *scale_s = getenv("GPUWARDEN_SIM_KERNEL_SCALE");
+    double kernel_scale = scale_s ? strtod(scale_s, NULL) : 1.0;
 
     if (argc < 4) {
         fprintf(stderr, "usage: launch_loop PATH GRID SECONDS [NODES]\n");
@@ -131,6 +156,18 @@ int main(int argc, char **argv)
     check(p_cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
     check(p_cuModuleLoadData(&mod, "launch_loop"), "cuModuleLoadData");
     check(p_cuModuleGetFunction(&fn, mod, "busy"), "cuModuleGetFunction");
+    if (want_latency) {
+        if (sync_every != 1) {
+            fprintf(stderr, "launch_loop: LAUNCH_LOOP_LATENCY needs LAUNCH_LOOP_SYNC=1 (an idle "
+                    "stream before each launch), got %llu\n", (unsigned long long)sync_every);
+            return 2;
+        }
+        LOAD(cuEventCreate);
+        LOAD(cuEventRecord);
+        LOAD(cuEventElapsedTime);
+        check(p_cuEventCreate(&ev0, 0), "cuEventCreate");
+        check(p_cuEventCreate(&ev1, 0), "cuEventCreate");
+    }
 
     per_launch_us = grid;
     if (strncmp(path, "graph", 5) == 0) {
@@ -191,6 +228,8 @@ int main(int argc, char **argv)
         cfg.gridDimY = cfg.gridDimZ = cfg.blockDimX = cfg.blockDimY = cfg.blockDimZ = 1;
         if (want_cpu)
             c0 = cpu_ns();
+        if (want_latency)
+            check(p_cuEventRecord(ev0, NULL), "cuEventRecord");
         if (strcmp(path, "kernel") == 0)
             rc = p_cuLaunchKernel(fn, grid, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
         else if (strcmp(path, "ptsz") == 0)
@@ -208,6 +247,8 @@ int main(int argc, char **argv)
         else
             rc = p_cuGraphLaunch_ptsz(exec, NULL);
         check(rc, path);
+        if (want_latency) /* at once: the kernel is still queued or running, the tail is its end */
+            check(p_cuEventRecord(ev1, NULL), "cuEventRecord");
         if (want_cpu && t1 != 0) {
             cpu_in_calls += cpu_ns() - c0;
             cpu_calls++;
@@ -228,8 +269,27 @@ int main(int argc, char **argv)
         if (gap_ns != 0)
             while (now_ns() < last + gap_ns)
                 ;
-        if (sync_every != 0 && n % sync_every == 0)
+        if (sync_every != 0 && n % sync_every == 0) {
             check(p_cuCtxSynchronize(), "cuCtxSynchronize");
+            if (idle_ns != 0) {
+                uint64_t until = now_ns() + idle_ns;
+                struct timespec ts = {(time_t)(until / 1000000000ull),
+                                      (long)(until % 1000000000ull)};
+                while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
+                    ;
+            }
+        }
+        if (want_latency && t1 != 0) {
+            float ms = 0.0f;
+            check(p_cuEventElapsedTime(&ms, ev0, ev1), "cuEventElapsedTime");
+            if (nwaits == wcap) {
+                wcap = wcap ? 2 * wcap : 1024;
+                waits = realloc(waits, wcap * sizeof *waits);
+                if (waits == NULL)
+                    return 5;
+            }
+            waits[nwaits++] = (double)ms * 1e3 - (double)per_launch_us * kernel_scale;
+        }
     }
     check(p_cuCtxSynchronize(), "cuCtxSynchronize");
     end = now_ns();
@@ -242,13 +302,17 @@ int main(int argc, char **argv)
         fclose(f);
     }
     {
-        const char *scale_s = getenv("GPUWARDEN_SIM_KERNEL_SCALE");
-        double scale = scale_s ? strtod(scale_s, NULL) : 1.0;
+        double scale = kernel_scale;
         double busy = (double)(n - n1) * (double)per_launch_us * 1e3 * scale;
         double share = t1 ? busy / (double)(end - t1) : 0.0;
         double rate = t1 ? (double)(n - n1) * 1e9 / (double)(end - t1) : 0.0;
         if (cpu_calls != 0)
             printf("call_ns=%.1f ", (double)cpu_in_calls / (double)cpu_calls);
+        if (nwaits != 0) {
+            qsort(waits, nwaits, sizeof *waits, by_value);
+            printf("start_p50_us=%.1f start_p99_us=%.1f start_max_us=%.1f starts=%zu ",
+                   waits[nwaits / 2], waits[(nwaits * 99) / 100], waits[nwaits - 1], nwaits);
+        }
         printf("share=%.4f rate=%.1f launches=%llu first_ns=%llu last_ns=%llu\n", share, rate,
                (unsigned long long)n, (unsigned long long)first, (unsigned long long)last);
     }
