@@ -20,6 +20,7 @@ from gpuwarden.annotations import (
     NodeInventory,
     PodAssignment,
 )
+from gpuwarden.limit import MemoryLimit, memory_limit, memory_limit_env
 from gpuwarden.placement import ContainerRequest, Misfit, NodeState, PodRequest, fit, node_usage
 from gpuwarden.resources import DEVICE_SPLIT_COUNT
 from policy.model import MIB
@@ -78,7 +79,8 @@ def admission_node(node: str, gpus: Sequence[Gpu], held: Iterable[Held]) -> Node
                     for d in gpus)
     assignments = []
     for h in held:
-        grants = tuple(DeviceGrant(d.uuid, d.index, h.rule.memory_limit_bytes(d.total_bytes)
+        grants = tuple(DeviceGrant(d.uuid, d.index,
+                                   memory_limit(h.rule, d.total_bytes).within(d.total_bytes)
                                    // MIB, int(h.rule.gpucores))
                        for d in gpus if d.uuid in h.devices)
         assignments.append(PodAssignment(node, (ContainerAssignment(h.container, grants),)))
@@ -107,7 +109,7 @@ class Plan:
     """An admitted request: the GPUs it gets (in placement order) and its limit on each."""
 
     gpus: tuple[Gpu, ...]
-    limits: tuple[int, ...]  # bytes, one per GPU
+    limits: tuple[MemoryLimit, ...]  # one per GPU
     gpucores: int  # percent of each GPU; 0: no compute limit
     rule: Any = field(repr=False)  # policy.EffectiveRule
 
@@ -140,7 +142,7 @@ def plan_admission(req: AdmissionRequest, eff: Any, container: str, node: str,
                         "reason": placed.reason})
     by_uuid = {d.uuid: d for d in gpus}
     chosen = tuple(by_uuid[g.uuid] for g in placed.assignment.containers[0].devices)
-    return Plan(chosen, tuple(eff.memory_limit_bytes(d.total_bytes) for d in chosen),
+    return Plan(chosen, tuple(memory_limit(eff, d.total_bytes) for d in chosen),
                 int(eff.gpucores or 0), eff)
 
 
@@ -153,14 +155,12 @@ def workload_env(plan: Plan, wid: str, region: str, shim: str, ld_preload: str,
     env = {
         "LD_PRELOAD": f"{shim}:{ld_preload}" if ld_preload else shim,
         "CUDA_DEVICE_MEMORY_SHARED_CACHE": region,
-        "CUDA_DEVICE_MEMORY_LIMIT": str(plan.limits[0]),
+        **memory_limit_env(plan.limits),
         "GPU_CORE_UTILIZATION_POLICY": str(eff.core_policy),
         "CUDA_TASK_PRIORITY": str(eff.priority),
         "ACTIVE_OOM_KILLER": "false",
         MARKER_ENV: wid,
     }
-    for i, lim in enumerate(plan.limits):
-        env[f"CUDA_DEVICE_MEMORY_LIMIT_{i}"] = str(lim)
     if eff.gpucores:
         env["CUDA_DEVICE_SM_LIMIT"] = str(int(eff.gpucores))
     if len(plan.gpus) < all_gpus:

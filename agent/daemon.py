@@ -148,8 +148,12 @@ class Agent:
 
     def _rule_for(self, rec: WorkloadRecord) -> tuple[Any, Rule]:
         eff = self.watcher.policy.evaluate(rec.policy_workload(self.cfg.node))
-        total = self.sources.total_bytes(rec.devices)
-        return eff, to_rule(eff, total)
+        return eff, to_rule(eff, self._gpu_totals(rec.devices))
+
+    def _gpu_totals(self, uuids: list[str]) -> dict[str, int | None]:
+        """The size of each of `uuids` (every GPU NVML knows when empty), None when unknown."""
+        known = {d.uuid: int(d.total_bytes) for d in self.sources.devices}
+        return {u: known.get(u) for u in uuids} if uuids else dict(known)
 
     def _new_tracked(self, rec: WorkloadRecord, key: WorkloadKey,
                      rule: Rule | None = None) -> Tracked:
@@ -213,7 +217,7 @@ class Agent:
             rec.devices = plan.devices
             rec.wid = f"{safe_id(ask.namespace)}.{safe_id(ask.name)}-{secrets.token_hex(3)}"
             rec.region = str(self.ledger.region_path(rec.wid))
-            limits = list(plan.limits)
+            limits = [lim.bytes for lim in plan.limits]
             try:
                 shim = str(shim_path())
                 with Region.create(rec.region, list(zip(rec.devices, limits, strict=True))) as r:
@@ -225,7 +229,7 @@ class Agent:
             rec.root_pid = peer_pid
             rec.root_start = start_time(peer_pid, self.cfg.proc_root) or 0
             self.ledger.save(rec)
-            rule = to_rule(eff, plan.gpus[0].total_bytes)
+            rule = to_rule(eff, {d.uuid: d.total_bytes for d in plan.gpus})
             t = self._new_tracked(rec, WorkloadKey(ask.namespace, ask.name, rec.container),
                                   rule)
             self.tracked[rec.wid] = t
@@ -489,7 +493,7 @@ class Agent:
             workloads = tuple(self.regions.workload(t, now, self.table, seen, host_pids)
                               for t in list(self.tracked.values()))
             self._nvml_catch_up(workloads, now)
-            unmanaged = to_rule(self.watcher.policy.unmanaged, src.total_bytes([]),
+            unmanaged = to_rule(self.watcher.policy.unmanaged, self._gpu_totals([]),
                                 name="unmanaged")
             if self.cfg.audit_unmanaged:
                 unmanaged = replace(unmanaged, mode=Mode.AUDIT)
@@ -561,15 +565,15 @@ class Agent:
                 eff, rule = self._rule_for(t.rec)
                 if rule != t.rule:
                     self._emit({"event": "rule_changed", "workload": workload_doc(t),
-                                "rule": rule.name, "memory_limit_bytes":
-                                rule.memory_limit_bytes})
+                                "rule": rule.name, "limits_bytes": {
+                                    u: lim.bytes for u, lim in rule.memory_limits.items()}})
                     t.rule = rule
                     if t.reader is not None:
                         for d in self.sources.devices:
                             if d.uuid in t.rec.devices:
                                 with contextlib.suppress(Exception):
                                     t.reader.region.set_memory_limit(
-                                        d.uuid, eff.memory_limit_bytes(d.total_bytes))
+                                        d.uuid, rule.memory_limit(GpuUuid(d.uuid)).bytes)
                                     t.reader.region.set_compute_limit(d.uuid,
                                                                       int(eff.gpucores))
             self._dirty = True
@@ -615,7 +619,8 @@ class Agent:
                     sm = None if snap.nvml_sm is None else sum(
                         snap.nvml_sm.get(p, {}).get(gg, 0.0) for p in w.pids)
                     rows.append(Row(
-                        key=w.key, gpu=g, memory_limit_bytes=w.rule.memory_limit_bytes,
+                        key=w.key, gpu=g,
+                        memory_limit_bytes=t.limits.get(g) if t and t.reader else None,
                         used=used, sm_ratio=sm,
                         cores_limit_ratio=(w.rule.cores_percent / 100.0
                                            if w.rule.cores_percent else None),
@@ -648,9 +653,8 @@ class Agent:
         for d in src.devices:
             for t in self.tracked.values():
                 if not t.rec.devices or d.uuid in t.rec.devices:
-                    limit = t.rule.memory_limit_bytes
-                    mem[d.uuid] = mem.get(d.uuid, 0) + min(limit if limit is not None
-                                                           else d.total_bytes, d.total_bytes)
+                    limit = t.rule.memory_limit(GpuUuid(d.uuid))
+                    mem[d.uuid] = mem.get(d.uuid, 0) + limit.within(d.total_bytes)
                     cores[d.uuid] = cores.get(d.uuid, 0) + t.rule.cores_percent
                     slices[d.uuid] = slices.get(d.uuid, 0) + 1
         sampled = src.nvml_sample.devices if src.nvml_sample is not None else {}

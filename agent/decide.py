@@ -35,6 +35,7 @@ __all__ = [
     "core_plan",
     "decide",
     "judge",
+    "kernel_limit",
     "remember",
     "unmanaged_workloads",
 ]
@@ -126,15 +127,15 @@ def _judge_one(w: Workload, s: Snapshot, policy: AgentPolicy,
                                    f"uses GPU memory although denied: {rule.denied_reason}",
                                    [k for k in ("shim", "ebpf", "nvml") if measured[k]]))
             continue
-        limit = rule.memory_limit_bytes
-        if limit is not None:
-            room = tol if limit > 0 else 0  # a limit of 0 admits nothing, context included
+        limit = rule.memory_limit(gpu)  # this GPU's own
+        if limit.bytes is not None:
+            room = tol if limit.bytes > 0 else 0  # a limit of 0 admits nothing, context included
             ebpf_room = min(room, policy.ebpf_slack_bytes)
             over = [name for name, v, slack in (("shim", shim, 0), ("ebpf", ebpf, ebpf_room),
                                                  ("nvml", nvml, room))
-                    if v is not None and v > limit + slack]
+                    if v is not None and limit.exceeded_by(v, slack)]
             if over:
-                out.append(verdict(VerdictKind.MEMORY, limit,
+                out.append(verdict(VerdictKind.MEMORY, limit.bytes,
                                    f"memory above the limit by {', '.join(over)}", over))
         if w.managed and w.shim_used is not None:
             detail, sources = _bypass(w, s, gpu, shim_pids, shim or 0, ebpf, nvml, tol)
@@ -268,20 +269,34 @@ def _next_step(rule: Rule, seen: Ongoing | None, now: float) -> ActionKind | Non
     return None
 
 
+def kernel_limit(rule: Rule) -> int | None:
+    """What one process may hold over all its GPUs (the kernel's ledger sums them): the sum of
+    the rule's per-GPU limits, of its `gpus` largest when it lists more GPUs (its placement
+    unknown), the limit on any other GPU standing in for those it does not list. None when one
+    of them is unlimited."""
+    n = max(1, rule.gpus)
+    limits = [lim.bytes for lim in rule.memory_limits.values()]
+    limits += [rule.memory_limit_default.bytes] * (n - len(limits))
+    if any(b is None for b in limits):
+        return None
+    return sum(sorted((b for b in limits if b is not None), reverse=True)[:n])
+
+
 def _arming(s: Snapshot, policy: AgentPolicy) -> list[Action]:
     """In-kernel kill limits: every process of a workload whose rule says kill with no grace
-    gets its memory limit on each of its GPUs (the kernel sums a process's allocations over its
-    GPUs) plus eBPF's slack as an eBPF kill limit, so the crossing allocation itself is killed;
-    limits of processes that no longer need one are cleared."""
+    gets the sum of its GPUs' memory limits (`kernel_limit`) plus eBPF's slack as an eBPF kill
+    limit, so the crossing allocation itself is killed; limits of processes that no longer
+    need one are cleared."""
     want: dict[Pid, tuple[int, Workload]] = {}
     if s.ebpf_can_kill:
         for w in s.workloads:
             r = w.rule
+            total = kernel_limit(r)
             if (r.response == Response.KILL and r.grace_seconds <= 0 and not _dry(r, policy)
-                    and r.memory_limit_bytes is not None and not r.denied):
+                    and total is not None and not r.denied):
                 for p in w.pids - policy.protected:
                     slack = min(r.bypass_tolerance_bytes, policy.ebpf_slack_bytes)
-                    want[p] = (r.memory_limit_bytes * max(1, r.gpus) + slack, w)
+                    want[p] = (total + slack, w)
     out: list[Action] = []
     for p, (limit, w) in sorted(want.items()):
         if s.armed.get(p) != limit:

@@ -44,6 +44,8 @@ class Row:
 
     key: WorkloadKey
     gpu: str
+    # What the shim enforces on this GPU: the limit read back from the workload's region (None:
+    # no limit there, or the region could not be read), not the rule's.
     memory_limit_bytes: int | None
     used: Mapping[str, int | None]  # source -> bytes (None: source off)
     sm_ratio: float | None
@@ -183,7 +185,8 @@ class AgentCollector(Collector):
         used = GaugeMetricFamily("gpuwarden_workload_memory_used_bytes",
                                  "GPU memory a workload uses, per source", labels=[*WLG, "source"])
         limit = GaugeMetricFamily("gpuwarden_workload_memory_limit_bytes",
-                                  "GPU memory limit of a workload", labels=WLG)
+                                  "GPU memory limit of a workload on a GPU, as the shim enforces "
+                                  "it (read back from the workload's region)", labels=WLG)
         sm = GaugeMetricFamily("gpuwarden_workload_compute_used_ratio",
                                "Share of one GPU's compute a workload uses (NVML)",
                                labels=[*WLG, "source"])

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple, NewType
 
+from gpuwarden.limit import UNLIMITED, MemoryLimit
+
 __all__ = [
     "Action",
     "ActionKind",
@@ -88,7 +90,9 @@ class WorkloadKey:
 class Rule:
     """The agent's view of one effective policy rule (see `agent.rules` for the translation).
 
-    `memory_limit_bytes` is per GPU, None when unlimited; `cores_percent` 0 means no compute cap.
+    `memory_limits`: the memory limit on each GPU of the workload, by UUID, resolved from that
+    GPU's size; `memory_limit_default`: on any other GPU (resolved without a size: absolute
+    sizes only, else unlimited). `cores_percent` 0 means no compute cap.
     """
 
     name: str
@@ -96,7 +100,8 @@ class Rule:
     denied: bool = False
     denied_reason: str = ""
     gpus: int = 1
-    memory_limit_bytes: int | None = None
+    memory_limits: Mapping[GpuUuid, MemoryLimit] = field(default_factory=dict)
+    memory_limit_default: MemoryLimit = UNLIMITED
     cores_percent: int = 0
     priority: str = "low"
     core_policy: str = "default"
@@ -107,6 +112,10 @@ class Rule:
     alert_name: str = "GpuSliceViolation"  # agent.rules sets the policy's own
     severity: str = "warning"
     alert_rule: str = ""  # the policy rule that decided on_violation ("defaults": none did)
+
+    def memory_limit(self, gpu: GpuUuid) -> MemoryLimit:
+        """The memory limit on `gpu`."""
+        return self.memory_limits.get(gpu, self.memory_limit_default)
 
 
 @dataclass(frozen=True)

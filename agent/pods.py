@@ -186,6 +186,14 @@ def _mib(value: Any) -> str:
     return f"{value / (1 << 20):.0f} MiB" if isinstance(value, int | float) else str(value)
 
 
+def _limits(per_gpu: Mapping[str, Any]) -> str:
+    """A record's limits by GPU: `500 MiB`, or `500 MiB on GPU-a, none on GPU-b`."""
+    shown = {g: _mib(b) if b is not None else "none" for g, b in sorted(per_gpu.items())}
+    if len(set(shown.values())) <= 1:
+        return next(iter(shown.values()), "none")
+    return ", ".join(f"{text} on {g}" for g, text in shown.items())
+
+
 def _message(rec: Mapping[str, Any]) -> str:
     wl = rec.get("workload") or {}
     parts = [f"container {wl.get('container', '?')}"]
@@ -227,10 +235,9 @@ def pod_event(rec: Mapping[str, Any], pods: Mapping[str, tuple[str, str]],
         message = _message(rec)
     elif kind == "rule_changed":
         etype, reason = "Normal", "GpuwardenRuleChanged"
-        limit = rec.get("memory_limit_bytes")
         message = (f"container {(rec.get('workload') or {}).get('container', '?')}: the policy "
                    f"changed; rule {rec.get('rule')}, memory limit "
-                   f"{_mib(limit) if limit is not None else 'none'}")
+                   f"{_limits(rec.get('limits_bytes') or {})}")
     else:
         return None
     uid, _container = split_wid(str((rec.get("workload") or {}).get("id", "")))

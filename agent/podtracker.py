@@ -90,7 +90,8 @@ class PodTracker:
         self._by_container[pc.container_id] = pc.wid
         self._changed()
         self._emit({"event": "workload_adopted", "workload": workload_doc(t),
-                    "rule": t.rule.name, "memory_limit_bytes": t.rule.memory_limit_bytes,
+                    "rule": t.rule.name, "limits_bytes": {
+                        u: lim.bytes for u, lim in t.rule.memory_limits.items()},
                     "region": rec.region, "region_error": t.region_error or None})
 
     def _adopt(self, pid: int, st: int, ref: Any) -> bool:

@@ -7,12 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agent.model import Mode, Response, Rule
+from agent.model import GpuUuid, Mode, Response, Rule
+from gpuwarden.limit import memory_limit
 from policy.vocabulary import TO_AGENT
 
-__all__ = ["MIB", "parse_cores", "parse_size_mib", "request_from_flags", "to_rule"]
-
-MIB = 1 << 20
+__all__ = ["parse_cores", "parse_size_mib", "request_from_flags", "to_rule"]
 
 
 def parse_size_mib(text: str, flag: str = "--gpumem") -> int:
@@ -68,25 +67,21 @@ def policy_workload(namespace: str, name: str, labels: Mapping[str, str],
                     node_labels=dict(node_labels or {}), request=ResourceRequest(**request))
 
 
-def to_rule(eff: Any, gpu_total_bytes: int | None, name: str = "") -> Rule:
-    """The agent's Rule for one effective rule on GPUs of `gpu_total_bytes` (None: unknown,
-    then only an absolute gpumem gives a limit)."""
+def to_rule(eff: Any, gpu_totals: Mapping[str, int | None], name: str = "") -> Rule:
+    """The agent's Rule for one effective rule: the memory limit on each GPU of `gpu_totals`
+    (the workload's GPUs by UUID, each with its memory in bytes, None when unknown), and on
+    any other GPU the limit resolved without a size (absolute sizes and the MiB cap only)."""
     ov = eff.on_violation
     matched = tuple(getattr(eff, "matched_rules", ()) or ())
     rule_name = name or ("+".join(matched) if matched else "defaults")
-    if gpu_total_bytes is not None:
-        limit: int | None = eff.memory_limit_bytes(gpu_total_bytes)
-    elif eff.gpumem_mib is not None:
-        limit = eff.gpumem_mib * MIB
-    else:
-        limit = None
     return Rule(
         name=rule_name,
         mode=Mode(eff.mode),
         denied=eff.denied is not None,
         denied_reason=eff.denied or "",
         gpus=int(eff.gpu),
-        memory_limit_bytes=limit,
+        memory_limits={GpuUuid(u): memory_limit(eff, total) for u, total in gpu_totals.items()},
+        memory_limit_default=memory_limit(eff, None),
         cores_percent=int(eff.gpucores or 0),
         priority="high" if eff.priority == 0 else "low",
         response=Response(ov.action),

@@ -67,7 +67,8 @@ def run(args: argparse.Namespace, cmd: list[str]) -> int:
     if not answer.get("ok"):
         print(f"gpuwarden run: {args.namespace}/{name}: {answer.get('error')}", file=sys.stderr)
         return int(answer.get("code") or 1)
-    limits = ", ".join(f"{b / (1 << 20):.0f} MiB" for b in answer.get("limits_bytes", []))
+    limits = ", ".join(f"{b / (1 << 20):.0f} MiB" if b is not None else "no limit"
+                       for b in answer.get("limits_bytes", []))
     print(f"gpuwarden run: {answer['wid']}: rule {answer.get('rule')}, memory {limits}, "
           f"on violation {answer.get('on_violation')} ({answer.get('mode')})",
           file=sys.stderr, flush=True)

@@ -138,13 +138,6 @@ class EffectiveRule:
     # Per field, one sentence on how the value came about (explain prints these).
     reasons: dict[str, str] = field(default_factory=dict)
 
-    def memory_limit_bytes(self, gpu_total_bytes: int) -> int:
-        """`gpuwarden.limit.memory_limit` on a GPU of known size, in bytes (for the agent's
-        admission until it reads that)."""
-        from gpuwarden.limit import memory_limit
-
-        return memory_limit(self, gpu_total_bytes).within(gpu_total_bytes)
-
     def to_json(self) -> dict[str, object]:
         return {
             "denied": self.denied,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from agent.decide import AgentPolicy, decide
 from agent.model import ActionKind, GpuUuid, Pid, Response, Rule, Snapshot, Workload, WorkloadKey
+from gpuwarden.limit import MemoryLimit
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,7 +48,8 @@ def test_every_repository_path_the_docs_name_exists() -> None:
 def test_kill_after_n_is_sigterm_now_and_sigkill_after_n_as_documented() -> None:
     text = (REPO / "docs" / "policy.md").read_text()
     assert "both send SIGTERM as soon as the violation is seen" in text
-    rule = Rule("r", memory_limit_bytes=100, response=Response.KILL, grace_seconds=5)
+    rule = Rule("r", memory_limit_default=MemoryLimit(100), response=Response.KILL,
+                grace_seconds=5)
     w = Workload("w", WorkloadKey("n", "p"), rule, frozenset({Pid(7)}),
                  shim_used={GpuUuid("G"): 200}, shim_pids=frozenset({Pid(7)}))
     pol = AgentPolicy(unmanaged=Rule("u"))

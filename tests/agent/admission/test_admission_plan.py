@@ -17,6 +17,7 @@ from agent.admission import (
     workload_env,
 )
 from agent.rules import policy_workload
+from gpuwarden.limit import MemoryLimit
 from policy.loader import load_policy
 
 GIB = 1 << 30
@@ -58,7 +59,8 @@ def test_a_request_gets_the_least_used_gpu_its_limit_and_the_shim_env(tmp_path: 
     held = [Held("main", ["GPU-a"], eff)]
     plan = plan_admission(ask, eff, "main", "node", GPUS, lambda: held, "")
     assert isinstance(plan, Plan)
-    assert plan.devices == ["GPU-b"] and plan.limits == (GIB,) and plan.gpucores == 30
+    assert plan.devices == ["GPU-b"] and plan.limits == (MemoryLimit(GIB),)
+    assert plan.gpucores == 30
     env = workload_env(plan, "team.job-1", "/r/team.job-1.region", "/lib/libvgpu.so",
                        "/other.so", len(GPUS))
     assert env["LD_PRELOAD"] == "/lib/libvgpu.so:/other.so"

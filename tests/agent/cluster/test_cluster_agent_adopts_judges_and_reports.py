@@ -17,7 +17,7 @@ import pytest
 
 from agent.cluster import ClusterMode
 from agent.daemon import Agent, AgentConfig
-from agent.model import WorkloadKey
+from agent.model import GpuUuid, WorkloadKey
 from agent.procfs import start_time
 from gpuwarden.informer import Informer, Listed
 from libvgpu import region as lr
@@ -225,7 +225,8 @@ def test_cluster_agent_end_to_end_in_process(tmp_path: Path, world: World) -> No
         assert {t.key for t in agent.tracked.values()} == {
             WorkloadKey("ml", "good", "main"), WorkloadKey("ml", "bad", "main")}
         good_t = agent.tracked[f"{good_uid}_main"]
-        assert good_t.rule.name == "ml" and good_t.rule.memory_limit_bytes == 1500 * MIB
+        assert good_t.rule.name == "ml"
+        assert good_t.rule.memory_limit(GpuUuid(GPU)).bytes == 1500 * MIB
         assert agent.table.owner[good.pid] == f"{good_uid}_main"
 
         run_until(agent, lambda: bad.poll() is not None, what="the bypassing process is killed")
@@ -272,5 +273,41 @@ def test_cluster_agent_end_to_end_in_process(tmp_path: Path, world: World) -> No
         agent.cluster.pods.relist()
         run_until(agent, lambda: f"{good_uid}_main" not in agent.tracked,
                   what="the deleted pod's workload ends")
+    finally:
+        agent.close()
+
+
+def test_the_limit_metric_is_what_the_region_holds(tmp_path: Path, world: World) -> None:
+    """gpuwarden_workload_memory_limit_bytes is the limit the shim enforces, read back from the
+    region: it follows the device plugin writing another limit there, and a policy reload (the
+    agent writes the new rule's limit). Before, it was the rule's limit whatever the region
+    held."""
+    from prometheus_client import CollectorRegistry
+
+    from agent.exporter import AgentCollector
+
+    uid, cid = world.pod(1, "good")
+    proc = world.process(uid, cid, ns_pid=7)
+    path = world.region(uid, {7: start_time(proc.pid)}, 100 * MIB)
+    world.nvml.used = {proc.pid: 100 * MIB}
+    agent = start_agent(tmp_path, world, Events())
+    registry = CollectorRegistry()
+    registry.register(AgentCollector(lambda: agent.view))
+    labels = {"namespace": "ml", "pod": "good", "container": "main", "gpu_uuid": GPU}
+
+    def exported() -> float | None:
+        return registry.get_sample_value("gpuwarden_workload_memory_limit_bytes", labels)
+
+    try:
+        run_until(agent, lambda: exported() == 1500 * MIB, what="the region's limit exported")
+        with lr.Region.open(path) as r:
+            r.set_memory_limit(GPU, 700 * MIB)  # what the device plugin wrote, not the rule
+        run_until(agent, lambda: exported() == 700 * MIB, what="the new region limit exported")
+        assert agent.tracked[f"{uid}_main"].rule.memory_limit(GpuUuid(GPU)).bytes == 1500 * MIB
+        (tmp_path / "policy" / "p.gwp").write_text(POLICY.replace("cap gpumem <= 2GiB",
+                                                                  "cap gpumem <= 1GiB"))
+        run_until(agent, lambda: exported() == 1024 * MIB, what="the reloaded rule's limit, "
+                  "written into the region by the agent, exported")
+        assert lr.Region.open(path).snapshot().device(GPU).limit_bytes == 1024 * MIB
     finally:
         agent.close()

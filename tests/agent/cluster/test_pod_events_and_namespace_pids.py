@@ -41,9 +41,13 @@ def test_alerts_kernel_kills_and_rule_changes_have_their_reasons():
                     "workload": {"id": f"{UID}_main", "container": "main"}}, PODS, "n")
     assert kk["reason"] == "GpuwardenKilled" and "inside cuMemAlloc of 512 MiB" in kk["message"]
     rc = pod_event({"ts": 0, "event": "rule_changed", "rule": "r2",
-                    "memory_limit_bytes": 500 * MIB,
+                    "limits_bytes": {"GPU-a": 500 * MIB, "GPU-b": 500 * MIB},
                     "workload": {"id": f"{UID}_main", "container": "main"}}, PODS, "n")
     assert rc["type"] == "Normal" and "memory limit 500 MiB" in rc["message"]
+    two = pod_event({"ts": 0, "event": "rule_changed", "rule": "r2",
+                     "limits_bytes": {"GPU-a": 500 * MIB, "GPU-b": None},
+                     "workload": {"id": f"{UID}_main", "container": "main"}}, PODS, "n")
+    assert "memory limit 500 MiB on GPU-a, none on GPU-b" in two["message"]
 
 
 def test_compute_limits_are_shown_as_ratios():

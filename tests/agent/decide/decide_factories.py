@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from agent.decide import AgentPolicy
 from agent.model import GpuUuid, Mode, Pid, Response, Rule, Snapshot, Workload, WorkloadKey
+from gpuwarden.limit import MemoryLimit
 
 GPU = GpuUuid("GPU-0000")
 GPU2 = GpuUuid("GPU-0001")
 MiB = 1 << 20
 
 
-def rule(**kw: object) -> Rule:
-    base: dict[str, object] = {"name": "r", "memory_limit_bytes": 1000 * MiB,
+def rule(limit: int | None = 1000 * MiB, **kw: object) -> Rule:
+    """A rule whose memory limit is `limit` bytes on every GPU (None: unlimited)."""
+    base: dict[str, object] = {"name": "r", "memory_limit_default": MemoryLimit(limit),
                                "response": Response.KILL, "grace_seconds": 10.0,
                                "bypass_tolerance_bytes": 64 * MiB, "mode": Mode.ENFORCE}
     base.update(kw)
@@ -38,7 +40,7 @@ def _totals(shim: dict[int, dict[GpuUuid, int]]) -> dict[GpuUuid, int]:
 
 def policy(**kw: object) -> AgentPolicy:
     base: dict[str, object] = {"unmanaged": rule(name="unmanaged", response=Response.ALERT,
-                                                 memory_limit_bytes=None),
+                                                 limit=None),
                                "nvml_confirm_seconds": 0.0}
     base.update(kw)
     return AgentPolicy(**base)  # type: ignore[arg-type]

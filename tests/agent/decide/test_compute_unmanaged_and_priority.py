@@ -62,7 +62,7 @@ def test_unmanaged_gpu_process_gets_unmanaged_rule() -> None:
 
 
 def test_unmanaged_is_judged_by_nvml_when_nvml_is_on() -> None:
-    unmanaged = rule(name="unmanaged", memory_limit_bytes=0, response=Response.ALERT)
+    unmanaged = rule(name="unmanaged", limit=0, response=Response.ALERT)
     only_ebpf = snap(ebpf={777: {GPU: 5 * MiB}}, nvml={})
     assert judge(only_ebpf, policy(unmanaged=unmanaged)) == []
     no_nvml = snap(ebpf={777: {GPU: 5 * MiB}})

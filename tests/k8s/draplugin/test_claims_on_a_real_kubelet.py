@@ -243,7 +243,7 @@ def test_a_driver_restart_keeps_running_pods_confined_and_unprepares_them_later(
                                            and e["workload"]["namespace"] == k8s_namespace), 60,
                        "the agent adopting the holder's container")
     assert (adopted["region"], adopted["region_error"]) == (str(region), None), adopted
-    assert adopted["memory_limit_bytes"] == 700 * MIB, adopted
+    assert list(adopted["limits_bytes"].values()) == [700 * MIB], adopted
     assert driver.stop() == 0
     driver.start()
     wait_for(lambda: "serving" in driver.text().rsplit("stopped", 1)[-1], 60,

@@ -70,7 +70,7 @@ ok, off, unmanaged = run_suite(suite, policy, "t.yaml")
 assert ok.passed and unmanaged.passed, (ok, unmanaged)
 assert off.failures and off.failures[0].startswith("burst: expected 4s, got 5s"), off
 
-assert to_rule(a, None).burst_seconds == 5.0
+assert to_rule(a, {}).burst_seconds == 5.0
 
 bad = load_texts([("bad.gwp", 'version 1\nrule "x" {\n  burst = 5GiB\n  cap burst <= 1s\n}\n')])
 assert bad.policy is None
