@@ -172,6 +172,21 @@ def elf_dependencies(binary: Path) -> list[Path]:
     return [Path(m.group(1)) for m in map(_LDD_LINE.search, done.stdout.splitlines()) if m]
 
 
+# The libraries of glibc's runtime package that every glibc-based image carries (libc6): a
+# library mounted into the container at run time (libvgpu, the driver's libcuda) may need one the
+# image's own program does not (libm for the driver's and the shim's clock model).
+GLIBC_RUNTIME = ("libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1")
+
+
+def _with_glibc_runtime(deps: list[Path]) -> list[Path]:
+    """`deps`, and beside a libc.so.6 among them the rest of GLIBC_RUNTIME from its folder."""
+    libc = next((d for d in deps if d.name == "libc.so.6"), None)
+    if libc is None:
+        return deps
+    extra = [libc.parent / n for n in GLIBC_RUNTIME if (libc.parent / n).exists()]
+    return deps + [e for e in extra if e not in deps]
+
+
 def build_image(out_dir: Path, ref: str, files: Mapping[str, Path], *,
                 entrypoint: Sequence[str] = (), cmd: Sequence[str] = (),
                 with_busybox: bool = True) -> Image:
@@ -185,7 +200,7 @@ def build_image(out_dir: Path, ref: str, files: Mapping[str, Path], *,
         if not path.startswith("/"):
             raise ValueError(f"image path {path!r} (for {host}) must be absolute")
         layer.add_file(path, Path(host))
-        for dep in elf_dependencies(Path(host)):
+        for dep in _with_glibc_runtime(elf_dependencies(Path(host))):
             layer.links.pop(str(dep).strip("/"), None)
             layer.add_file(str(dep), dep.resolve())
     name = re.sub(r"[^A-Za-z0-9._-]", "_", ref)
