@@ -48,6 +48,7 @@ from agent.sources import Sources
 from agent.workloads import Regions, Tracked, workload_doc
 
 if TYPE_CHECKING:
+    from agent.edges import NvmlLib, OpenEbpf, OpenProcEvents, ProbeEvent
     from agent.podtracker import PodTracker
 
 __all__ = ["Agent", "AgentConfig", "Tracked"]
@@ -74,8 +75,13 @@ class AgentConfig:
 
 
 class Agent:
-    def __init__(self, cfg: AgentConfig, nvml_lib: Any = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, cfg: AgentConfig, nvml_lib: NvmlLib | None = None,
+                 clock: Callable[[], float] = time.monotonic, *,
+                 open_ebpf: OpenEbpf | None = None,
+                 open_procevents: OpenProcEvents | None = None) -> None:
+        """The I/O edges (agent.edges) default to the real ones: `nvml_lib` pynvml,
+        `open_ebpf` bpf.audit's probe (unless cfg.ebpf is off), `open_procevents` the netlink
+        proc connector; a test passes fakes and runs the agent in its own process."""
         self.cfg = cfg
         self.clock = clock
         self.lock = threading.RLock()
@@ -85,7 +91,8 @@ class Agent:
         self.table = ProcessTable()
         self.tracked: dict[str, Tracked] = {}
         self.history: dict[Any, Any] = {}
-        self.sources = Sources(nvml_lib, cfg.ebpf, cfg.libcuda, cfg.proc_root)
+        self.sources = Sources(nvml_lib, cfg.ebpf, cfg.libcuda, cfg.proc_root,
+                               open_ebpf=open_ebpf, open_procevents=open_procevents)
         self.regions = Regions(self._emit, clock, cfg.proc_root)
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._dirty = True
@@ -152,7 +159,7 @@ class Agent:
 
     def _gpu_totals(self, uuids: list[str]) -> dict[str, int | None]:
         """The size of each of `uuids` (every GPU NVML knows when empty), None when unknown."""
-        known = {d.uuid: int(d.total_bytes) for d in self.sources.devices}
+        known: dict[str, int] = {d.uuid: int(d.total_bytes) for d in self.sources.devices}
         return {u: known.get(u) for u in uuids} if uuids else dict(known)
 
     def _new_tracked(self, rec: WorkloadRecord, key: WorkloadKey,
@@ -353,7 +360,7 @@ class Agent:
         t = self.tracked.get(wid)
         return t is None or Pid(pid) not in t.shim_pids
 
-    def _kernel_killed(self, e: Any) -> None:
+    def _kernel_killed(self, e: ProbeEvent) -> None:
         """The eBPF program killed a process inside the allocation that crossed its limit."""
         wid = self.table.owner.get(Pid(e.pid))
         t = self.tracked.get(wid or "")

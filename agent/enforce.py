@@ -10,11 +10,14 @@ import signal
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.audit import AuditLog, action_event
 from agent.model import Action, ActionKind, Pid, ViolationLabels, WorkloadKey
 from agent.procfs import start_time
+
+if TYPE_CHECKING:
+    from agent.edges import EbpfProbe
 
 __all__ = ["Enforcer", "send_signal"]
 
@@ -53,7 +56,7 @@ COUNTER_RETENTION_S = 600.0  # metric series of an ended workload live on this l
 
 class Enforcer:
     def __init__(self, audit: AuditLog, start_of: Callable[[Pid], int | None],
-                 ebpf: Any = None, proc_root: str | Path = "/proc") -> None:
+                 ebpf: EbpfProbe | None = None, proc_root: str | Path = "/proc") -> None:
         self.audit = audit
         self._start_of = start_of
         self.ebpf = ebpf

@@ -6,10 +6,12 @@ an error (a PID of 0, memory above the device's total, utilization above 100%)."
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import ModuleType
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from agent.model import GpuUuid, Pid
+
+if TYPE_CHECKING:
+    from agent.edges import NvmlLib
 
 __all__ = ["Device", "DeviceSample", "NvmlSample", "NvmlSampler", "ProcessMemoryRaw",
            "UtilSampleRaw"]
@@ -59,12 +61,12 @@ def _s(v: Any) -> str:
 
 
 class NvmlSampler:
-    def __init__(self, lib: ModuleType | Any | None = None) -> None:
+    def __init__(self, lib: NvmlLib | None = None) -> None:
         if lib is None:
             import pynvml
 
             lib = pynvml
-        self.nv: Any = lib  # pynvml or a test's fake: NVML's functions, untyped either way
+        self.nv: NvmlLib = lib  # pynvml or a test's fake
         self.devices: list[Device] = []
         self._last_seen: dict[GpuUuid, int] = {}
         self.rejected_total = 0

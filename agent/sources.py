@@ -13,16 +13,38 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agent.gpumap import ebpf_by_uuid, visible_gpus
 from agent.model import GpuUuid, Pid
 from agent.procfs import environ_values, start_time
 
-__all__ = ["Sources", "ring_fd"]
+if TYPE_CHECKING:
+    from agent.edges import EbpfProbe, NvmlLib, OpenEbpf, OpenProcEvents, ProcEventSource
+    from agent.nvml import Device, NvmlSample, NvmlSampler
+
+__all__ = ["Sources", "open_audit_probe", "open_netlink_procevents", "ring_fd"]
 
 
-def ring_fd(probe: Any) -> int | None:
+def open_audit_probe(libs: list[Path] | None) -> EbpfProbe:
+    """The real eBPF edge: bpf.audit's probe, compiled by BCC, attached and started."""
+    from bpf.audit import AuditProbe
+
+    probe = AuditProbe(libs=libs, launch_counters=False).start()
+    from agent.memtrim import trim_after_compile
+
+    trim_after_compile()  # the compiler's memory is not needed any more
+    return probe
+
+
+def open_netlink_procevents() -> ProcEventSource:
+    """The real process-events edge: the netlink proc connector."""
+    from agent.procevents import ProcEvents
+
+    return ProcEvents.open()
+
+
+def ring_fd(probe: EbpfProbe) -> int | None:
     """A file descriptor that becomes readable when the probe's ring buffer has events; None
     when the probe offers none (the loop then drains the ring buffer every EBPF_BATCH s)."""
     try:
@@ -34,25 +56,30 @@ def ring_fd(probe: Any) -> int | None:
 class Sources:
     """NVML, eBPF and process events, and what was last read from them."""
 
-    def __init__(self, nvml_lib: Any, ebpf: bool, libcuda: list[Path] | None,
-                 proc_root: str) -> None:
+    def __init__(self, nvml_lib: NvmlLib | None, ebpf: bool, libcuda: list[Path] | None,
+                 proc_root: str, open_ebpf: OpenEbpf | None = None,
+                 open_procevents: OpenProcEvents | None = None) -> None:
+        """`nvml_lib` (pynvml when None), `open_ebpf` (open_audit_probe when None) and
+        `open_procevents` (open_netlink_procevents when None): the edges (agent.edges)."""
         self._nvml_lib = nvml_lib
         self._want_ebpf = ebpf
         self._libcuda = libcuda
+        self._open_probe: OpenEbpf = open_ebpf or open_audit_probe
+        self._open_events: OpenProcEvents = open_procevents or open_netlink_procevents
         self.proc_root = proc_root
-        self.devices: list[Any] = []  # agent.nvml.Device
-        self.nvml: Any = None
+        self.devices: list[Device] = []
+        self.nvml: NvmlSampler | None = None
         self.nvml_reason = "not started"
-        self.nvml_sample: Any = None  # agent.nvml.NvmlSample
+        self.nvml_sample: NvmlSample | None = None
         self.nvml_next = 0.0
-        self.ebpf: Any = None
+        self.ebpf: EbpfProbe | None = None
         self.ebpf_reason = "disabled (--no-ebpf)" if not ebpf else "not started"
         self.ring_fd: int | None = None
         self.ebpf_view: dict[Pid, dict[GpuUuid, int]] | None = None
         self.ebpf_counters = (0, 0)  # lost events, other errors
         self._ebpf_counters_next = 0.0
         self.next_rescan = 0.0
-        self.procevents: Any = None
+        self.procevents: ProcEventSource | None = None
         self._env_gpus: dict[tuple[int, int], list[str] | None] = {}
 
     # ---- opening ----------------------------------------------------------------------------
@@ -87,15 +114,10 @@ class Sources:
         if not self._want_ebpf:
             return
         try:
-            from bpf.audit import AuditProbe
-
-            self.ebpf = AuditProbe(libs=self._ebpf_libs(), launch_counters=False).start()
+            self.ebpf = self._open_probe(self._ebpf_libs())
             self.ebpf_reason = ""
             self.ring_fd = ring_fd(self.ebpf)
-            from agent.memtrim import trim_after_compile
-
-            trim_after_compile()  # the compiler's memory is not needed any more
-        except Exception as err:
+        except Exception as err:  # no BCC, not root, no libcuda: the agent runs on without
             self.ebpf = None
             first = err.args[0] if err.args else None
             msg = "; ".join(map(str, first)) if isinstance(first, list) else str(err)
@@ -104,10 +126,8 @@ class Sources:
             self.ebpf_reason = f"{type(err).__name__}: {msg}"
 
     def _open_procevents(self) -> None:
-        from agent.procevents import ProcEvents
-
         try:
-            self.procevents = ProcEvents.open()
+            self.procevents = self._open_events()
         except OSError as err:
             self.procevents = None
             print(f"gpuwarden agent: process events unavailable ({err}); polling /proc",
@@ -165,7 +185,7 @@ class Sources:
                    ) -> dict[Pid, dict[GpuUuid, int]] | None:
         if self.ebpf is None:
             return None
-        uuids = [d.uuid for d in self.devices]
+        uuids: list[str] = [d.uuid for d in self.devices]
         ledger = self.ebpf.snapshot()
         nvml = self.nvml_memory()
         nvml_gpus = {Pid(pid): [u for u in uuids if u in nvml.get(Pid(pid), {})]
