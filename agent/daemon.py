@@ -46,6 +46,7 @@ from agent.reload import PolicyWatcher, ReloadThread
 from agent.rules import to_rule
 from agent.sources import Sources
 from agent.workloads import Regions, Tracked, workload_doc
+from libvgpu.region import RegionError
 
 if TYPE_CHECKING:
     from agent.edges import NvmlLib, OpenEbpf, OpenProcEvents, ProbeEvent
@@ -344,8 +345,8 @@ class Agent:
                     continue
                 try:
                     used = t.reader.read(with_procs=False).used
-                except Exception:
-                    self._dirty = True  # let the tick report it
+                except RegionError:  # its header overwritten (a workload can write it)
+                    self._dirty = True  # let the tick report it and open the region again
                     continue
                 if {u for u, b in used.items() if b} != {u for u, b in t.used.items() if b}:
                     self._dirty = True
@@ -421,7 +422,7 @@ class Agent:
                     else:
                         n = (t.reader.region.reclaim_dead() if pid in t.reader.read().procs
                              else 0)
-                except Exception as err:
+                except (RegionError, OSError) as err:  # corrupt, no libatomic, flock failed
                     self._emit({"event": "region_error", "workload": workload_doc(t),
                                 "error": f"cannot reclaim a dead process's slot: {err}"})
                 else:

@@ -73,6 +73,8 @@ class RegionReader:
         self._uuids: dict[int, str] = {}
 
     def read(self, with_procs: bool = True) -> RegionRead:
+        """Raises lr.RegionError when the header is no longer a region's (the other fields are
+        taken as they are: a workload can write its region)."""
         mm = self._mm
         magic, version = _HEAD.unpack_from(mm, 0)
         if magic != lr.MAGIC or version != lr.VERSION:

@@ -237,6 +237,8 @@ class Machine:
         (tmp / "p.gwp").write_text(POLICY)
         self.children: list[subprocess.Popen[bytes]] = []
         self.opened_libs: list[list[Path] | None] = []
+        self.ebpf = True  # AgentConfig.ebpf: off, the probe is never opened
+        self.tick = 0.1  # AgentConfig.tick_seconds
         self.fresh_edges()
 
     def fresh_edges(self) -> None:
@@ -253,7 +255,7 @@ class Machine:
 
     def agent(self) -> Agent:
         cfg = AgentConfig(policy_paths=[str(self.tmp / "p.gwp")], state_dir=self.tmp / "state",
-                          tick_seconds=0.1, nvml_seconds=0.1)
+                          tick_seconds=self.tick, nvml_seconds=0.1, ebpf=self.ebpf)
         nvml: NvmlLib = self.nvml
         agent = Agent(cfg, nvml_lib=nvml, open_ebpf=self.open_probe,
                       open_procevents=self.open_procevents)
@@ -430,5 +432,66 @@ def test_a_restarted_agent_finds_the_process_by_its_workload_marker(machine: Mac
         machine.probe.alloc(worker.pid, 3 * GIB)  # and it is judged as the workload's
         run_until(agent, lambda: worker.poll() is not None, "the worker is terminated")
         assert worker.returncode == -signal.SIGTERM
+    finally:
+        agent.close()
+
+
+def corrupt(region: Path) -> None:
+    with region.open("r+b") as f:
+        f.write(b"\0" * 8)  # the magic: as a workload may, through its mapping of the region
+
+
+def test_without_ebpf_a_region_header_its_workload_overwrote_is_noticed_between_ticks(
+        machine: Machine) -> None:
+    """Without eBPF the loop watches the regions' totals between ticks (every 50 ms). A header
+    the workload overwrote makes the next tick come at once (not the next periodic one, 60 s
+    away here), which reports it; the loop runs on, the workload judged without the shim."""
+    machine.ebpf, machine.tick = False, 60.0
+    agent = machine.agent()
+    try:
+        assert agent.sources.ebpf is None and machine.opened_libs == []
+        root = machine.process()
+        answer = admit(agent, root, "default")
+        wid = answer["wid"]
+        run_until(agent, lambda: agent.view.rows, "the workload is judged")
+        corrupt(Path(answer["env"]["CUDA_DEVICE_MEMORY_SHARED_CACHE"]))
+        run_until(agent, lambda: agent.view.region_errors_total == 1,
+                  "the overwritten header is reported", timeout=10)
+        [err] = of(machine.audit(), wid, event="region_error")
+        assert "corrupt region: bad magic 0x0" in err["error"]
+        assert err["handling"].startswith("memory judged by eBPF/NVML")
+        assert wid in agent.tracked and agent.tracked[wid].reader is None
+        assert agent.table.pids_of(wid) == {root.pid} and root.poll() is None
+    finally:
+        agent.close()
+
+
+def test_a_dead_process_slot_in_an_overwritten_region_is_reported_not_fatal(
+        machine: Machine) -> None:
+    """A process of the workload exits in the loop that finds its region's header overwritten:
+    the slot reclaim reports it, the tick reports the region, the workload lives on."""
+    agent = machine.agent()
+    try:
+        root = machine.process()
+        answer = admit(agent, root, "default")
+        wid = answer["wid"]
+        worker = machine.process(answer["env"])
+        machine.procevents.fork(root.pid, worker.pid)
+        run_until(agent, lambda: agent.table.owner.get(Pid(worker.pid)) == wid,
+                  "the forked process is attached to the workload")
+        region = Path(answer["env"]["CUDA_DEVICE_MEMORY_SHARED_CACHE"])
+        corrupt(region)
+        worker.kill()
+        worker.wait()
+        machine.procevents.exit(worker.pid)
+        agent.step(max_wait=0.05)  # the exit is read before the tick that reads the region
+        errors = of(machine.audit(), wid, event="region_error")
+        [reclaim] = [e for e in errors if "handling" not in e]
+        assert reclaim["error"].startswith(
+            f"cannot reclaim a dead process's slot: {region}: corrupt region: magic 0x0")
+        run_until(agent, lambda: agent.view.region_errors_total == 1,
+                  "the tick reports the region it cannot open again")
+        assert agent.table.pids_of(wid) == {root.pid} and root.poll() is None
+        assert wid in agent.tracked
     finally:
         agent.close()
