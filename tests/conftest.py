@@ -108,7 +108,7 @@ def k8s_cluster() -> Iterator:
 
 
 @pytest.fixture(scope="session")
-def k8s_api(k8s_cluster):  # type: ignore[no-untyped-def]
+def k8s_api(k8s_cluster):
     """A `kubernetes` ApiClient of a system:masters user on k8s_cluster."""
     from testbed.kube import api_client
 
@@ -116,7 +116,7 @@ def k8s_api(k8s_cluster):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="session")
-def k8s_node(k8s_cluster) -> Iterator:  # type: ignore[no-untyped-def]
+def k8s_node(k8s_cluster) -> Iterator:
     """A Ready testbed.Node registered with k8s_cluster (pause and busybox images imported)."""
     from testbed import Node
 
@@ -135,7 +135,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 @pytest.fixture
-def k8s_namespace(k8s_api) -> Iterator[str]:  # type: ignore[no-untyped-def]
+def k8s_namespace(k8s_api) -> Iterator[str]:
     """A fresh namespace (its default ServiceAccount ready), deleted after the test."""
     from testbed.kube import create_namespace, delete_namespace
 
@@ -145,7 +145,7 @@ def k8s_namespace(k8s_api) -> Iterator[str]:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def k8s_fake_node(k8s_api) -> Iterator[Callable[..., object]]:  # type: ignore[no-untyped-def]
+def k8s_fake_node(k8s_api) -> Iterator[Callable[..., object]]:
     """Factory of nodes without a kubelet (testbed.kube.add_fake_node's arguments), deleted
     after the test."""
     from testbed.kube import add_fake_node, delete_node
@@ -154,7 +154,7 @@ def k8s_fake_node(k8s_api) -> Iterator[Callable[..., object]]:  # type: ignore[n
 
     def make(name: str, capacity: dict[str, str], **kw: object) -> object:
         made.append(name)
-        return add_fake_node(k8s_api, name, capacity, **kw)  # type: ignore[arg-type]
+        return add_fake_node(k8s_api, name, capacity, **kw)
 
     yield make
     for name in made:

@@ -57,7 +57,7 @@ class Fixed:
         return []
 
 
-def timed(fn, rounds: int) -> list[float]:  # type: ignore[no-untyped-def]
+def timed(fn, rounds: int) -> list[float]:
     out = []
     for _ in range(rounds):
         t0 = time.perf_counter()

@@ -105,7 +105,7 @@ SHAPES = (
 # ---- worker -----------------------------------------------------------------------------------
 
 
-def build(shape: Shape):  # type: ignore[no-untyped-def]
+def build(shape: Shape):
     """Returns (step, steps per call): one call of step() launches that many matmuls/forwards."""
     import torch
 

@@ -122,12 +122,12 @@ def main() -> int:
     pods = [pod(k) for k in range(args.pods)]
 
     pair, filt, prio, passed = [], [], [], []
-    cpu0 = post(port, "/cpu", {})["cpu"]  # type: ignore[index]
+    cpu0 = post(port, "/cpu", {})["cpu"]
     for p in pods:
         t0 = time.perf_counter()
         got = post(port, "/filter", {"Pod": p, "NodeNames": names})
         t1 = time.perf_counter()
-        ok = got["NodeNames"]  # type: ignore[index]
+        ok = got["NodeNames"]
         post(port, "/prioritize", {"Pod": p, "NodeNames": ok})
         t2 = time.perf_counter()
         filt.append((t1 - t0) * 1e3)
@@ -135,7 +135,7 @@ def main() -> int:
         pair.append((t2 - t0) * 1e3)
         passed.append(len(ok))
 
-    cpu_ms = (post(port, "/cpu", {})["cpu"] - cpu0) / len(pods) * 1e3  # type: ignore[index]
+    cpu_ms = (post(port, "/cpu", {})["cpu"] - cpu0) / len(pods) * 1e3
     binds = []
     for k in range(min(args.pods, BIND_PODS)):
         m = pods[k]["metadata"]

@@ -85,7 +85,7 @@ def policy_text(n: int, scanned: int, by_label: int) -> str:
     return "\n".join(out)
 
 
-def timed(fn, *args):  # type: ignore[no-untyped-def]
+def timed(fn, *args):
     gc.collect()
     t0 = time.perf_counter()
     result = fn(*args)
@@ -172,7 +172,7 @@ def main() -> int:
     def scan_evaluate(wl: Workload) -> object:
         return evaluate_rules(policy.defaults, wl, scan_matching(wl))
 
-    def sample(fn, n: int) -> list[float]:  # type: ignore[no-untyped-def]
+    def sample(fn, n: int) -> list[float]:
         for _ in range(min(n, 1000)):
             fn(w)
         out = []

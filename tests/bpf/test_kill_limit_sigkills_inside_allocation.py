@@ -67,4 +67,4 @@ def test_clear_kill_limit_lifts_enforcement(audit, cudaprobe: CudaProbe, driver:
 )
 def test_bad_limit_arguments_are_refused(audit, pid: object, limit: object) -> None:
     with pytest.raises(ValueError, match=r"pid|kill limit"):
-        audit.set_kill_limit(pid, limit)  # type: ignore[arg-type]
+        audit.set_kill_limit(pid, limit)

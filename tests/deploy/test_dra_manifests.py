@@ -80,7 +80,7 @@ def test_every_device_class_selects_healthy_devices_of_the_driver() -> None:
 
 @pytest.mark.k8s
 def test_deploy_dra_passes_server_side_dry_run_and_its_account_can_do_its_calls(
-        k8s_cluster) -> None:  # type: ignore[no-untyped-def]
+        k8s_cluster) -> None:
     admin = k8s_cluster.admin_kubeconfig
     docs = rendered_dra()
 

@@ -43,7 +43,7 @@ def crd(group: str, kind: str, plural: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def installed(k8s_cluster) -> Iterator[Path]:  # type: ignore[no-untyped-def]
+def installed(k8s_cluster) -> Iterator[Path]:
     """The namespace, the monitoring CRDs and deploy/'s RBAC objects applied for real (the
     workloads are not: their image cannot be pulled here)."""
     admin = k8s_cluster.admin_kubeconfig
@@ -89,7 +89,7 @@ def can(api: client.ApiClient, verb: str, resource: str, namespace: str = "",
 
 
 @pytest.fixture
-def fake_node(k8s_api) -> Iterator[str]:  # type: ignore[no-untyped-def]
+def fake_node(k8s_api) -> Iterator[str]:
     import secrets
 
     from testbed.kube import add_fake_node
@@ -111,7 +111,7 @@ def pending_pod(api: client.ApiClient, namespace: str, name: str) -> Any:
 
 
 def test_the_node_account_runs_the_agents_watch_and_events_and_the_plugins_annotations(
-        installed, k8s_cluster, k8s_api, k8s_namespace, fake_node, tmp_path):  # type: ignore[no-untyped-def]
+        installed, k8s_cluster, k8s_api, k8s_namespace, fake_node, tmp_path):
     from agent.kubeapi import KubeApi, api_client
     from deviceplugin.kube import KubeCluster
     from gpuwarden.resources import ResourceNames
@@ -157,7 +157,7 @@ def test_the_node_account_runs_the_agents_watch_and_events_and_the_plugins_annot
 
 
 def test_the_extender_account_watches_reserves_annotates_and_binds(
-        installed, k8s_cluster, k8s_api, k8s_namespace, fake_node, tmp_path):  # type: ignore[no-untyped-def]
+        installed, k8s_cluster, k8s_api, k8s_namespace, fake_node, tmp_path):
     from agent.kubeapi import api_client
     from extender.kube import KubeClusterApi
 
@@ -185,7 +185,7 @@ def test_the_extender_account_watches_reserves_annotates_and_binds(
 
 
 def test_the_scheduler_account_schedules_and_holds_its_lease(
-        installed, k8s_cluster, k8s_api, tmp_path):  # type: ignore[no-untyped-def]
+        installed, k8s_cluster, k8s_api, tmp_path):
     from agent.kubeapi import api_client
 
     sched = api_client(str(token_kubeconfig(k8s_cluster, k8s_api, "gpuwarden-scheduler",

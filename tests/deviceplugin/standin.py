@@ -134,7 +134,7 @@ class StandinKubelet:
         api = device_plugin()
         outer = self
 
-        class Registration(api.grpc.RegistrationServicer):  # type: ignore[misc,name-defined]
+        class Registration(api.grpc.RegistrationServicer):
             def Register(self, request: Any, context: Any) -> Any:
                 with grpc.insecure_channel(f"unix://{outer.dir / request.endpoint}") as ch:
                     opts = api.grpc.DevicePluginStub(ch).GetDevicePluginOptions(
@@ -205,7 +205,7 @@ class StandinPodResources:
         api = pod_resources()
         outer = self
 
-        class Lister(api.grpc.PodResourcesListerServicer):  # type: ignore[misc,name-defined]
+        class Lister(api.grpc.PodResourcesListerServicer):
             def List(self, request: Any, context: Any) -> Any:
                 pb = api.pb
                 pods = [pb.PodResources(name=p, namespace=ns, containers=[

@@ -21,7 +21,7 @@ def start_agent(tmp_path: Path, sim_gpu: object) -> Iterator[Callable[..., Agent
     def start(*extra: str, policy: list[Path] | None = None, state: str = "state",
               expect_ready: bool = True) -> AgentProc:
         pol = policy or [write_policy(tmp_path / "policy")]
-        a = AgentProc(tmp_path / state, pol, sim_gpu.env, extra)  # type: ignore[attr-defined]
+        a = AgentProc(tmp_path / state, pol, sim_gpu.env, extra)
         agents.append(a)
         return a.start(expect_ready=expect_ready)
 

@@ -16,7 +16,7 @@ def test_four_60gib_workloads_on_two_80gib_gpus_admit_two(
         tmp_path: Path, make_sim_gpu: Callable[..., object]) -> None:
     sim = make_sim_gpu(devices=2, memory="80GiB")
     agent = AgentProc(tmp_path / "state", [write_policy(tmp_path / "policy")],
-                      sim.env, ["--no-ebpf"])  # type: ignore[attr-defined]
+                      sim.env, ["--no-ebpf"])
     agent.start()
     runs: list[subprocess.Popen[str]] = []
     try:

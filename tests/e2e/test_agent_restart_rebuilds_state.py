@@ -16,7 +16,7 @@ from libvgpu.region import Region
 pytestmark = [pytest.mark.bpf, pytest.mark.slow]
 
 
-def test_restart_finds_workload_without_false_kill(start_agent, gpu_job: Path) -> None:  # type: ignore[no-untyped-def]
+def test_restart_finds_workload_without_false_kill(start_agent, gpu_job: Path) -> None:
     agent: AgentProc = start_agent()
     w = agent.run(["--namespace", "strict", "--name", "long", "--gpumem", "1GiB"],
                   [gpu_job, "256", "12000"])
@@ -48,7 +48,7 @@ def test_restart_finds_workload_without_false_kill(start_agent, gpu_job: Path) -
     assert not region.exists()
 
 
-def test_crashed_workload_leaves_nothing_counted(start_agent, gpu_job: Path) -> None:  # type: ignore[no-untyped-def]
+def test_crashed_workload_leaves_nothing_counted(start_agent, gpu_job: Path) -> None:
     agent: AgentProc = start_agent("--no-ebpf")
     parent = agent.run(["--namespace", "demo", "--name", "crash", "--gpumem", "1GiB"],
                        ["sh", "-c", f"{gpu_job} 256 10000 & sleep 30"])

@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.bpf]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_agent_with_ebpf_stops_at_once_and_says_so(start_agent, sig: signal.Signals) -> None:  # type: ignore[no-untyped-def]
+def test_agent_with_ebpf_stops_at_once_and_says_so(start_agent, sig: signal.Signals) -> None:
     agent: AgentProc = start_agent()
     assert "ebpf on" in agent.stderr()
     assert agent.proc is not None

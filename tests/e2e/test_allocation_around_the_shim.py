@@ -38,7 +38,7 @@ def around(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return exe
 
 
-def test_allocation_around_the_shim_is_killed_at_the_slice(start_agent, around: Path,  # type: ignore[no-untyped-def]
+def test_allocation_around_the_shim_is_killed_at_the_slice(start_agent, around: Path,
                                                            tmp_path: Path) -> None:
     agent: AgentProc = start_agent(policy=[write_policy(tmp_path / "pol", POLICY)])
     # 640 MiB through the shim (+ its context), then 960 MiB around it: eBPF would see 1.6 GiB

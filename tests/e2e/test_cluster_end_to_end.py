@@ -170,7 +170,7 @@ def stack(k8s_cluster: Any, k8s_node: Any, k8s_api: Any,
     env = dict(os.environ)
     env.update(sim_env(sim_dir / "gpu.state", devices=1, memory="8GiB"))
     env["PYTHONPATH"] = str(REPO)
-    st.sim_env = env  # type: ignore[attr-defined]
+    st.sim_env = env
     settings = next(d for d in docs if d["kind"] == "ConfigMap"
                     and d["metadata"]["name"].startswith("gpuwarden-settings"))
     settings_file = folder / "settings.yaml"
@@ -316,7 +316,7 @@ def probe_image(k8s_node: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
 def probe_pod(name: str, image: str, stack: Stack, args: list[str], *,
               app: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     """A pod as a user writes it: only the memory it wants (no GPU count, no scheduler)."""
-    sim = stack.sim_env  # type: ignore[attr-defined]
+    sim = stack.sim_env
     envs = [{"name": k, "value": sim[k]} for k in ("LD_LIBRARY_PATH", "GPUWARDEN_SIM_STATE",
                                                    "GPUWARDEN_SIM_DEVICES",
                                                    "GPUWARDEN_SIM_MEMORY")]

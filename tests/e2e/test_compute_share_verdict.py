@@ -27,17 +27,17 @@ def busy(agent: AgentProc, cudaprobe: CudaProbe, name: str, seconds: int) -> obj
                      ["env", "-u", "LD_PRELOAD", *load])
 
 
-def compute_verdicts(agent: AgentProc) -> list[dict]:  # type: ignore[type-arg]
+def compute_verdicts(agent: AgentProc) -> list[dict]:
     return [e for e in agent.events() if e.get("verdict") == "compute"]
 
 
-def test_compute_verdict_only_when_sharing_and_after_grace(start_agent, gpu_job: Path,  # type: ignore[no-untyped-def]
+def test_compute_verdict_only_when_sharing_and_after_grace(start_agent, gpu_job: Path,
                                                            cudaprobe: CudaProbe,
                                                            tmp_path: Path) -> None:
     agent: AgentProc = start_agent("--no-ebpf",
                                    policy=[write_policy(tmp_path / "pol", POLICY)])
     alone = busy(agent, cudaprobe, "alone", 5)
-    alone.communicate(timeout=60)  # type: ignore[attr-defined]
+    alone.communicate(timeout=60)
     assert not compute_verdicts(agent)
     neighbour = agent.run(["--namespace", "watchc", "--name", "neighbour", "--gpucores", "30"],
                           [gpu_job, "16", "12000"])
@@ -49,6 +49,6 @@ def test_compute_verdict_only_when_sharing_and_after_grace(start_agent, gpu_job:
     assert ev["workload"]["pod"] == "hog" and ev["action"] == "alert"
     assert ev["evidence"]["sm_ratio"] > 0.35 and ev["limit"] == 0.3
     assert ev["ts"] - t0 >= 2.0  # not before the compute grace
-    hog.communicate(timeout=60)  # type: ignore[attr-defined]
+    hog.communicate(timeout=60)
     neighbour.communicate(timeout=60)
     assert {e["workload"]["pod"] for e in compute_verdicts(agent)} == {"hog"}

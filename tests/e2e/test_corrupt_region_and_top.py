@@ -21,7 +21,7 @@ def top_once(agent: AgentProc) -> str:
     return done.stdout
 
 
-def test_corrupt_region_is_reported_and_agent_keeps_running(start_agent, gpu_job: Path) -> None:  # type: ignore[no-untyped-def]
+def test_corrupt_region_is_reported_and_agent_keeps_running(start_agent, gpu_job: Path) -> None:
     agent: AgentProc = start_agent("--no-ebpf")
     w = agent.run(["--namespace", "demo", "--name", "victim", "--gpumem", "1GiB"],
                   [gpu_job, "128", "8000"])

@@ -42,13 +42,13 @@ def test_demo_keep_leaves_a_working_agent_and_says_how_to_stop_it() -> None:
     done = subprocess.run(["bash", str(REPO / "examples" / "demo" / "run_demo.sh"), "--keep"],
                           env=env, capture_output=True, text=True, timeout=240)
     out = done.stdout + done.stderr
-    pid = int(re.search(r"stop it +kill (\d+)", out).group(1))  # type: ignore[union-attr]
+    pid = int(re.search(r"stop it +kill (\d+)", out).group(1))
     try:
         assert done.returncode == 0, out
-        port = re.search(r"metrics +http://127\.0\.0\.1:(\d+)/metrics", out).group(1)  # type: ignore[union-attr]
+        port = re.search(r"metrics +http://127\.0\.0\.1:(\d+)/metrics", out).group(1)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=30) as r:
             assert r.status == 200
-        state = re.search(r"live table +gpuwarden top --state-dir (\S+)", out).group(1)  # type: ignore[union-attr]
+        state = re.search(r"live table +gpuwarden top --state-dir (\S+)", out).group(1)
         top = subprocess.run([sys.executable, "-m", "gpuwarden", "top", "--once", "--state-dir",
                               state], capture_output=True, text=True, timeout=60, cwd=REPO)
         assert top.returncode == 0, top.stderr

@@ -12,7 +12,7 @@ from agent_harness import AgentProc
 pytestmark = [pytest.mark.bpf, pytest.mark.slow]
 
 
-def test_three_workloads(start_agent, gpu_job: Path) -> None:  # type: ignore[no-untyped-def]
+def test_three_workloads(start_agent, gpu_job: Path) -> None:
     agent: AgentProc = start_agent()
     ok = agent.run(["--namespace", "demo", "--name", "within", "--gpumem", "1GiB"],
                    [gpu_job, "256", "1500"])
@@ -48,7 +48,7 @@ def test_three_workloads(start_agent, gpu_job: Path) -> None:  # type: ignore[no
     assert agent.metric("gpuwarden_ebpf_up") == 1
 
 
-def test_denied_workload_gets_a_clear_message(start_agent, gpu_job: Path) -> None:  # type: ignore[no-untyped-def]
+def test_denied_workload_gets_a_clear_message(start_agent, gpu_job: Path) -> None:
     agent: AgentProc = start_agent("--no-ebpf")
     p = agent.run(["--namespace", "sandbox-1", "--name", "x"], [gpu_job, "1", "1"])
     out, err = p.communicate(timeout=30)

@@ -12,7 +12,7 @@ from agent_harness import AgentProc, pid_alive
 pytestmark = [pytest.mark.bpf, pytest.mark.slow]
 
 
-def test_crossing_allocation_never_returns(start_agent, gpu_job: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_crossing_allocation_never_returns(start_agent, gpu_job: Path, tmp_path: Path) -> None:
     agent: AgentProc = start_agent()
     # The job allocates only once the kill limit is armed for it (the gate file).
     gate = tmp_path / "armed"
@@ -29,7 +29,7 @@ def test_crossing_allocation_never_returns(start_agent, gpu_job: Path, tmp_path:
     assert kk["limit_bytes"] == (1 << 30) + (64 << 20)
 
 
-def test_bypass_within_limit_is_killed_by_the_agent(start_agent, gpu_job: Path) -> None:  # type: ignore[no-untyped-def]
+def test_bypass_within_limit_is_killed_by_the_agent(start_agent, gpu_job: Path) -> None:
     agent: AgentProc = start_agent()
     p = agent.run(["--namespace", "strict", "--name", "small"],
                   [gpu_job, "--bypass", "64", "20000"])
@@ -39,7 +39,7 @@ def test_bypass_within_limit_is_killed_by_the_agent(start_agent, gpu_job: Path) 
     assert ev["verdict"] == "bypass" and ev["results"] == {str(p.pid): "sent"}
 
 
-def test_dry_run_and_audit_mode_only_record(start_agent, gpu_job: Path) -> None:  # type: ignore[no-untyped-def]
+def test_dry_run_and_audit_mode_only_record(start_agent, gpu_job: Path) -> None:
     agent: AgentProc = start_agent("--dry-run")
     p = agent.run(["--namespace", "strict", "--name", "dry"],
                   [gpu_job, "--bypass", "64", "2500"])
@@ -52,7 +52,7 @@ def test_dry_run_and_audit_mode_only_record(start_agent, gpu_job: Path) -> None:
     assert agent.metric("gpuwarden_actions_total", {"pod": "dry", "action": "would_kill"}) == 1
 
 
-def test_audit_mode_rule_never_signals(start_agent, gpu_job: Path) -> None:  # type: ignore[no-untyped-def]
+def test_audit_mode_rule_never_signals(start_agent, gpu_job: Path) -> None:
     agent: AgentProc = start_agent()
     p = agent.run(["--namespace", "watch", "--name", "audited"],
                   [gpu_job, "--bypass", "64", "4000"])

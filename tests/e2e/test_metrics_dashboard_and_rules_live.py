@@ -32,7 +32,7 @@ def _wait_metric(agent: AgentProc, name: str, labels: dict[str, str]) -> None:
 
 
 @pytest.fixture
-def live_scrape(start_agent, gpu_job: Path) -> str:  # type: ignore[no-untyped-def]
+def live_scrape(start_agent, gpu_job: Path) -> str:
     agent: AgentProc = start_agent("--no-ebpf")
     within = agent.run(["--namespace", "ml", "--name", "within", "--gpumem", "1GiB",
                         "--gpucores", "30"], [gpu_job, "256", "20000"])

@@ -13,7 +13,7 @@ from agent_harness import AgentProc
 pytestmark = [pytest.mark.bpf]
 
 
-def test_nvml_memory_follows_the_shim_within_half_a_second(start_agent, gpu_job: Path) -> None:  # type: ignore[no-untyped-def]
+def test_nvml_memory_follows_the_shim_within_half_a_second(start_agent, gpu_job: Path) -> None:
     agent: AgentProc = start_agent()  # eBPF on: NVML's regular period is 2 s
     lags = []
     for i in range(3):

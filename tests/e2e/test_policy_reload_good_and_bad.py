@@ -15,7 +15,7 @@ def digest(agent: AgentProc) -> str:
     return line.split('digest="')[1].split('"')[0]
 
 
-def test_reload_good_then_bad(start_agent, tmp_path: Path, gpu_job: Path) -> None:  # type: ignore[no-untyped-def]
+def test_reload_good_then_bad(start_agent, tmp_path: Path, gpu_job: Path) -> None:
     pol = write_policy(tmp_path / "pol")
     agent: AgentProc = start_agent("--no-ebpf", policy=[pol])
     first = digest(agent)
@@ -44,7 +44,7 @@ def test_reload_good_then_bad(start_agent, tmp_path: Path, gpu_job: Path) -> Non
     assert status == 200 and '"policy_last_reload_ok": false' in body
 
 
-def test_invalid_policy_refuses_to_start(start_agent, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_invalid_policy_refuses_to_start(start_agent, tmp_path: Path) -> None:
     pol = write_policy(tmp_path / "bad", TEST_POLICY.replace("gpucores = 0%", "gpucores = 7 "))
     agent: AgentProc = start_agent("--no-ebpf", policy=[pol], expect_ready=False)
     assert agent.proc is not None and agent.proc.wait(30) == 1

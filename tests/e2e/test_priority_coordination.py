@@ -39,7 +39,7 @@ YIELD_30 = (30, lr.COMPUTE_YIELD["yield"])
 
 
 @pytest.mark.parametrize("mode", [pytest.param("ebpf", marks=pytest.mark.bpf), "no-ebpf"])
-def test_low_yields_to_high_within_100ms(start_agent, gpu_job: Path, mode: str) -> None:  # type: ignore[no-untyped-def]
+def test_low_yields_to_high_within_100ms(start_agent, gpu_job: Path, mode: str) -> None:
     agent: AgentProc = start_agent(*(["--no-ebpf"] if mode == "no-ebpf" else []))
     low = agent.run(["--namespace", "demo", "--name", "low", "--priority", "low",
                      "--gpucores", "30"], [gpu_job, "64", "20000"])

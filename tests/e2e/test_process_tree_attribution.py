@@ -10,7 +10,7 @@ from pathlib import Path
 from agent_harness import AgentProc
 
 
-def test_grandchild_bypass_is_the_workloads(start_agent, gpu_job: Path) -> None:  # type: ignore[no-untyped-def]
+def test_grandchild_bypass_is_the_workloads(start_agent, gpu_job: Path) -> None:
     agent: AgentProc = start_agent("--no-ebpf")
     status, body = agent.get("/healthz")
     assert status == 200 and json.loads(body)["ebpf"].startswith("off: disabled")
@@ -30,7 +30,7 @@ def test_grandchild_bypass_is_the_workloads(start_agent, gpu_job: Path) -> None:
     assert p.returncode == -15
 
 
-def test_unmanaged_gpu_process_is_reported_not_owned(start_agent, gpu_job: Path) -> None:  # type: ignore[no-untyped-def]
+def test_unmanaged_gpu_process_is_reported_not_owned(start_agent, gpu_job: Path) -> None:
     agent: AgentProc = start_agent("--no-ebpf")
     import subprocess
 
@@ -43,7 +43,7 @@ def test_unmanaged_gpu_process_is_reported_not_owned(start_agent, gpu_job: Path)
     assert stranger.returncode == 0  # the test policy's unmanaged block only alerts
 
 
-def test_audit_unmanaged_never_signals_strangers(start_agent, gpu_job: Path,  # type: ignore[no-untyped-def]
+def test_audit_unmanaged_never_signals_strangers(start_agent, gpu_job: Path,
                                                  tmp_path: Path) -> None:
     import subprocess
 
@@ -62,7 +62,7 @@ def test_audit_unmanaged_never_signals_strangers(start_agent, gpu_job: Path,  # 
     assert stranger.returncode == 0
 
 
-def test_protected_process_name_is_never_touched(start_agent, gpu_job: Path,  # type: ignore[no-untyped-def]
+def test_protected_process_name_is_never_touched(start_agent, gpu_job: Path,
                                                  tmp_path: Path) -> None:
     import subprocess
     import time

@@ -151,7 +151,7 @@ def test_allocations_ledger_round_trips_and_replaces_a_pods_entry() -> None:
     ledger = ledger.with_(Reservation("u2", "ns/b", 7, (("GPU-b", 1, 1, 1),)))
     assert [r.uid for r in ledger.reservations] == ["u1", "u2"]
     assert decode_allocations(encode_allocations(ledger)) == ledger
-    assert ledger.get("u2") is not None and ledger.get("u2").at == 7  # type: ignore[union-attr]
+    assert ledger.get("u2") is not None and ledger.get("u2").at == 7
     assert ledger.without("u1").get("u1") is None
 
 

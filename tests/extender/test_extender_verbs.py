@@ -215,7 +215,7 @@ def test_a_deleted_pod_frees_its_slice_through_the_watch() -> None:
     assert bind(ext, p2, "a") == ""
     ledger = decode_allocations(c.nodes["a"]["metadata"]["annotations"][ALLOCATIONS])
     assert [r.uid for r in ledger.reservations] == ["uid-p2"]
-    node, uid, why = ext._releases.get_nowait()  # type: ignore[misc]
+    node, uid, why = ext._releases.get_nowait()
     assert not ext.release(node, uid, why)
 
 
@@ -312,7 +312,7 @@ def test_a_binding_whose_answer_was_lost_is_kept() -> None:
         real(namespace, name, uid, node)
         raise TimeoutError("the answer was lost")
 
-    c.bind = bind_then_fail  # type: ignore[method-assign]
+    c.bind = bind_then_fail
     assert bind(ext, pod, "a") == ""
     assert decode_allocations(c.nodes["a"]["metadata"]["annotations"][ALLOCATIONS]
                               ).get("uid-p") is not None
@@ -329,7 +329,7 @@ def test_the_pod_cache_keeps_a_few_fields_of_each_pod() -> None:
         "spec": {"nodeName": None, "schedulerName": None}, "status": {"phase": "Pending"}}
     ext.pods.apply({"type": "MODIFIED", "object": {**c.pods["default/p"],
                                                    "status": {"phase": "Running"}}})
-    assert ext.pods.get("default/p")["status"] == {"phase": "Running"}  # type: ignore[index]
+    assert ext.pods.get("default/p")["status"] == {"phase": "Running"}
 
 
 def test_a_failing_verb_still_answers_with_the_error(served: Any) -> None:

@@ -73,11 +73,11 @@ def manifest(*containers: Mapping[str, int], init: Sequence[Mapping[str, int]] =
 
 def planner(doc: Mapping[str, object], **kw: object) -> PodPlanner:
     return PodPlanner(workloads_from_manifest(doc, "pod.yaml"), POLICY,
-                      doc["metadata"]["annotations"], **kw)  # type: ignore[index, arg-type]
+                      doc["metadata"]["annotations"], **kw)
 
 
 def request(*containers: Mapping[str, int], **kw: object) -> PodRequest:
-    pr = planner(manifest(*containers, **kw)).request()  # type: ignore[arg-type]
+    pr = planner(manifest(*containers, **kw)).request()
     assert isinstance(pr, PodRequest), pr
     return pr
 
@@ -205,7 +205,7 @@ def test_node_policy_prefers_the_fullest_or_the_emptiest_node(policy: str, chose
 def test_node_policy_flag_is_the_default_and_the_annotation_overrides_it() -> None:
     doc = manifest({"gpu": 1})
     assert planner(doc, node_policy="spread").node_policy == "spread"
-    doc["metadata"]["annotations"] = {"hami.io/node-scheduler-policy": "binpack"}  # type: ignore[index]
+    doc["metadata"]["annotations"] = {"hami.io/node-scheduler-policy": "binpack"}
     assert planner(doc, node_policy="spread").node_policy == "binpack"
 
 
@@ -251,9 +251,9 @@ def test_a_node_label_rule_denies_on_that_pool_only_and_is_evaluated_once_per_po
         def evaluate(self, w: object) -> object:
             nonlocal calls
             calls += 1
-            return evaluate(w)  # type: ignore[arg-type]
+            return evaluate(w)
 
-    p.policy = Counting()  # type: ignore[assignment]
+    p.policy = Counting()
     for i in range(50):
         assert isinstance(p.request(f"a{i}", {"pool": "a", "kubernetes.io/hostname": f"a{i}"}),
                           PodRequest)

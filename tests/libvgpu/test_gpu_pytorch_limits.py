@@ -134,8 +134,8 @@ def test_two_processes_cannot_hold_2000_mib_each(tmp_path: Path) -> None:
             procs.append(p)
             line = p.stdout.readline().strip()
             assert line in ("ok", "oom", "oom-context"), line + p.stderr.read()
-            procs[-1].answer = line  # type: ignore[attr-defined]
-        first, second = (p.answer for p in procs)  # type: ignore[attr-defined]
+            procs[-1].answer = line
+        first, second = (p.answer for p in procs)
         assert first == "ok"
         assert second in ("oom", "oom-context")
     finally:

@@ -31,7 +31,7 @@ def test_load_policy_contract() -> None:
     assert isinstance(result.policy, CompiledPolicy)
     assert isinstance(result.diagnostics, list)
     assert len(result.policy.digest) == 64 and int(result.policy.digest, 16) >= 0
-    assert load_policy([EXAMPLES]).policy.digest == result.policy.digest  # type: ignore[union-attr]
+    assert load_policy([EXAMPLES]).policy.digest == result.policy.digest
 
 
 def test_workload_and_request_are_frozen_with_defaults() -> None:
@@ -40,7 +40,7 @@ def test_workload_and_request_are_frozen_with_defaults() -> None:
     assert w.request == ResourceRequest(gpu=1, gpumem_mib=None, gpumem_percentage=None,
                                         gpucores=None, priority=None)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        w.namespace = "x"  # type: ignore[misc]
+        w.namespace = "x"
 
 
 def test_effective_rule_fields() -> None:
@@ -59,7 +59,7 @@ def test_effective_rule_fields() -> None:
     assert memory_limit(e, 80 << 30).bytes == 20 << 30
     json.dumps(e.to_json())
     with pytest.raises(dataclasses.FrozenInstanceError):
-        e.gpu = 2  # type: ignore[misc]
+        e.gpu = 2
     assert isinstance(p.unmanaged, EffectiveRule)
 
 

@@ -21,7 +21,7 @@ PODS = sorted((REPO / "examples" / "pods").glob("*.yaml"))
 def test_examples_load_clean() -> None:
     result = load_policy([EXAMPLES])
     assert result.ok and result.diagnostics == [], [d.render() for d in result.diagnostics]
-    assert len(result.files) >= 4 and len(result.policy.rules) >= 8  # type: ignore[union-attr]
+    assert len(result.files) >= 4 and len(result.policy.rules) >= 8
 
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.rglob("*.gwp")), ids=lambda p: p.name)

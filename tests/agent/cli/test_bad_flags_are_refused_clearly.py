@@ -70,7 +70,7 @@ def test_a_crashing_reload_names_the_policy_files(tmp_path: Path) -> None:
     (tmp_path / "p.gwp").write_text("version 1\n")
     calls = []
 
-    def loader(paths: list[str]):  # type: ignore[no-untyped-def]
+    def loader(paths: list[str]):
         calls.append(1)
         if len(calls) > 1:
             raise OverflowError("int too large to convert")

@@ -17,7 +17,7 @@ def rule(limit: int | None = 1000 * MiB, **kw: object) -> Rule:
                                "response": Response.KILL, "grace_seconds": 10.0,
                                "bypass_tolerance_bytes": 64 * MiB, "mode": Mode.ENFORCE}
     base.update(kw)
-    return Rule(**base)  # type: ignore[arg-type]
+    return Rule(**base)
 
 
 def workload(wid: str = "w1", pids: tuple[int, ...] = (100,), r: Rule | None = None,
@@ -43,7 +43,7 @@ def policy(**kw: object) -> AgentPolicy:
                                                  limit=None),
                                "nvml_confirm_seconds": 0.0}
     base.update(kw)
-    return AgentPolicy(**base)  # type: ignore[arg-type]
+    return AgentPolicy(**base)
 
 
 def snap(*ws: Workload, ebpf: dict[int, dict[GpuUuid, int]] | None = None,
@@ -54,4 +54,4 @@ def snap(*ws: Workload, ebpf: dict[int, dict[GpuUuid, int]] | None = None,
 
     sm_view = None if sm is None else {Pid(p): v for p, v in sm.items()}
     return Snapshot(workloads=ws, ebpf=pids(ebpf), nvml_memory=pids(nvml), nvml_sm=sm_view,
-                    **kw)  # type: ignore[arg-type]
+                    **kw)

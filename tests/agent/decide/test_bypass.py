@@ -16,7 +16,7 @@ def test_process_on_gpu_without_shim_is_bypass_and_killed_at_once() -> None:
     acts = decide(snap(w, ebpf={200: {GPU: 4 * MiB}}), policy(), 0.0)
     assert [(str(a.kind), a.verdict.kind if a.verdict else None) for a in acts] == [
         ("alert", VerdictKind.BYPASS), ("kill", VerdictKind.BYPASS)]
-    assert "without the shim" in acts[0].verdict.detail  # type: ignore[union-attr]
+    assert "without the shim" in acts[0].verdict.detail
 
 
 def test_usage_above_shim_beyond_tolerance_is_bypass() -> None:

@@ -22,7 +22,7 @@ TOTALS: dict[str, int | None] = {BIG: 80 * GIB, SMALL: 16 * GIB}
 def effective(text: str, **request: int) -> EffectiveRule:
     loaded = load_texts([("p.gwp", "version 1\n" + text)])
     assert loaded.policy is not None, [d.render() for d in loaded.errors]
-    return loaded.policy.evaluate(Workload(request=ResourceRequest(**request)))  # type: ignore[arg-type]
+    return loaded.policy.evaluate(Workload(request=ResourceRequest(**request)))
 
 
 HALF = 'rule "half" {\n  on_violation = kill after 0s\n}\n'

@@ -26,7 +26,7 @@ def view(**kw: object) -> View:
         actions_total={(K, "kill"): 1}, ebpf_up=False, ebpf_reason="bcc missing",
         last_loop_ts=1000.0)
     base.update(kw)
-    return View(**base)  # type: ignore[arg-type]
+    return View(**base)
 
 
 def registry(v: View) -> CollectorRegistry:

@@ -82,11 +82,11 @@ def test_each_gpu_is_sampled_whole_and_a_failing_one_is_unhealthy() -> None:
     nv = FakeNvml()
     s = NvmlSampler(nv)
     s.open()
-    dev = s.sample().devices["GPU-aaaa"]  # type: ignore[index]
+    dev = s.sample().devices["GPU-aaaa"]
     assert (dev.used_bytes, dev.utilization_ratio, dev.healthy) == (3 * GiB, 0.4, True)
     nv.used, nv.gpu_util = 81 * GiB, 101  # garbage: not reported
-    dev = s.sample().devices["GPU-aaaa"]  # type: ignore[index]
+    dev = s.sample().devices["GPU-aaaa"]
     assert (dev.used_bytes, dev.utilization_ratio, dev.healthy) == (None, None, True)
     nv.broken = True
-    dev = s.sample().devices["GPU-aaaa"]  # type: ignore[index]
+    dev = s.sample().devices["GPU-aaaa"]
     assert not dev.healthy and dev.error

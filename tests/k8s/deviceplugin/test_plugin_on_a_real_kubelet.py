@@ -80,7 +80,7 @@ def plugin(k8s_node: Any, sim: dict[str, str],
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[PluginProc]:
     p = PluginProc(tmp_path_factory.mktemp("dp"), k8s_node, sim).start()
     try:
-        wait_for(lambda: p.registrations() >= 1 or p.proc.poll() is not None, 60,  # type: ignore[union-attr]
+        wait_for(lambda: p.registrations() >= 1 or p.proc.poll() is not None, 60,
                  "the device plugin registering")
         assert p.proc is not None and p.proc.poll() is None, p.log.read_text()
         yield p

@@ -95,7 +95,7 @@ def driver(k8s_api: Any, k8s_node: Any, sim: dict[str, str], classes: None,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[DriverProc]:
     p = DriverProc(tmp_path_factory.mktemp("dra"), k8s_node, sim).start()
     try:
-        wait_for(lambda: node_slice(k8s_api, k8s_node.name) or p.proc.poll() is not None,  # type: ignore[union-attr]
+        wait_for(lambda: node_slice(k8s_api, k8s_node.name) or p.proc.poll() is not None,
                  60, "the DRA driver registering and publishing its ResourceSlice")
         assert p.proc is not None and p.proc.poll() is None, p.text()
         yield p

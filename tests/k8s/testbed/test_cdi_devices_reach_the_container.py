@@ -55,7 +55,7 @@ class _Probe:
 
 
 @pytest.fixture
-def probe_plugin(k8s_node) -> Iterator[_Probe]:  # type: ignore[no-untyped-def]
+def probe_plugin(k8s_node) -> Iterator[_Probe]:
     probe = _Probe()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     probe.api.grpc.add_DevicePluginServicer_to_server(probe, server)

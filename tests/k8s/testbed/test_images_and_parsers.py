@@ -64,8 +64,8 @@ def test_cri_log_joins_partial_lines_and_keeps_streams_in_order() -> None:
 
 def _archive(image: images.Image) -> tuple[dict, dict, dict[str, tarfile.TarInfo]]:
     with tarfile.open(image.tarball) as tar:
-        manifest = json.load(tar.extractfile("manifest.json"))[0]  # type: ignore[arg-type]
-        config = json.load(tar.extractfile(manifest["Config"]))  # type: ignore[arg-type]
+        manifest = json.load(tar.extractfile("manifest.json"))[0]
+        config = json.load(tar.extractfile(manifest["Config"]))
         layer = tar.extractfile(manifest["Layers"][0])
         with tarfile.open(fileobj=layer) as lt:
             members = {m.name: m for m in lt.getmembers()}

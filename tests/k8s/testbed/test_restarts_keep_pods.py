@@ -13,14 +13,14 @@ from testbed.node import DEVICE_PLUGIN_DIR
 pytestmark = pytest.mark.k8s
 
 
-def _start_sleeper(api, namespace: str, node) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+def _start_sleeper(api, namespace: str, node) -> tuple[str, str]:
     core(api).create_namespaced_pod(namespace, pod_manifest(
         "sleeper", images.BUSYBOX_IMAGE, ["sleep", "3600"], node_name=node.name))
     pod = wait_pod_phase(api, namespace, "sleeper", ("Running",))
     return pod.metadata.uid, pod.status.container_statuses[0].container_id
 
 
-def _still_running(api, namespace: str, uid: str, container: str) -> None:  # type: ignore[no-untyped-def]
+def _still_running(api, namespace: str, uid: str, container: str) -> None:
     pod = core(api).read_namespaced_pod("sleeper", namespace)
     status = pod.status.container_statuses[0]
     assert (pod.metadata.uid, status.container_id) == (uid, container)
@@ -28,7 +28,7 @@ def _still_running(api, namespace: str, uid: str, container: str) -> None:  # ty
     assert status.restart_count == 0
 
 
-def _run_once(api, namespace: str, node, name: str) -> None:  # type: ignore[no-untyped-def]
+def _run_once(api, namespace: str, node, name: str) -> None:
     core(api).create_namespaced_pod(namespace, pod_manifest(
         name, images.BUSYBOX_IMAGE, ["true"], node_name=node.name))
     assert wait_pod_phase(api, namespace, name).status.phase == "Succeeded"

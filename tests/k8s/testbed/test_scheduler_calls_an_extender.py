@@ -43,7 +43,7 @@ class _Extender(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def extender(k8s_cluster) -> Iterator[type[_Extender]]:  # type: ignore[no-untyped-def]
+def extender(k8s_cluster) -> Iterator[type[_Extender]]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Extender)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     _Extender.calls = []

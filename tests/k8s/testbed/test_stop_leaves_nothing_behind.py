@@ -72,7 +72,7 @@ def test_stopped_node_leaves_no_process_mount_bridge_or_netns(
         k8s_node.up()  # later tests share the node
 
 
-def _container_pids(node) -> list[int]:  # type: ignore[no-untyped-def]
+def _container_pids(node) -> list[int]:
     root = node.runc_root / "k8s.io"
     listed = subprocess.run([str(node.cp.assets.runc), "--root", str(root), "list", "-f",
                              "json"], capture_output=True, text=True, check=True)

@@ -70,9 +70,9 @@ def test_hostile_file_ends_in_a_diagnostic_within_a_second(tmp_path: Path, case:
             os.close(os.open(tmp_path / "p.gwp", os.O_WRONLY | os.O_NONBLOCK))
     result = out[0]
     assert took < 1.0, f"{case}: {took:.2f} s"
-    assert not result.ok  # type: ignore[attr-defined]
-    found = [d for d in result.diagnostics if d.code == code]  # type: ignore[attr-defined]
-    assert found, [d.render() for d in result.diagnostics]  # type: ignore[attr-defined]
+    assert not result.ok
+    found = [d for d in result.diagnostics if d.code == code]
+    assert found, [d.render() for d in result.diagnostics]
     rendered = found[0].render()
     assert rendered.startswith(f"{tmp_path / 'p.gwp'}:"), rendered[:200]
     line, col = rendered.split(":")[1:3]

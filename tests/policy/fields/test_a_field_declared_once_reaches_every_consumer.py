@@ -84,7 +84,7 @@ print("ok")
 def _insert_after(path: Path, find: object, text: str) -> None:
     """Insert `text` after the last line of the syntax node that `find(module)` returns."""
     source = path.read_text()
-    node = find(ast.parse(source))  # type: ignore[operator]
+    node = find(ast.parse(source))
     lines = source.splitlines(keepends=True)
     lines.insert(node.end_lineno, text)
     path.write_text("".join(lines))

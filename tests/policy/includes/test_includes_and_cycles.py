@@ -20,13 +20,13 @@ def test_glob_include_loads_in_name_order(tree: Callable[[dict[str, str]], Path]
     })
     result = load_policy([root / "main.gwp"])
     assert result.ok and result.diagnostics == []
-    assert [r.name for r in result.policy.rules] == ["a", "b"]  # type: ignore[union-attr]
+    assert [r.name for r in result.policy.rules] == ["a", "b"]
 
 
 def test_directory_include(tree: Callable[[dict[str, str]], Path]) -> None:
     root = tree({"main.gwp": V + 'include "lib"\n', "lib/x.gwp": V + RULE.format("x")})
     result = load_policy([root / "main.gwp"])
-    assert result.ok and [r.name for r in result.policy.rules] == ["x"]  # type: ignore[union-attr]
+    assert result.ok and [r.name for r in result.policy.rules] == ["x"]
 
 
 def test_cycle_is_gw016_showing_the_chain(tree: Callable[[dict[str, str]], Path]) -> None:
@@ -72,7 +72,7 @@ def test_diamond_loads_once(tree: Callable[[dict[str, str]], Path]) -> None:
     })
     result = load_policy([root / "main.gwp"])
     assert result.ok, [d.render() for d in result.diagnostics]
-    assert [r.name for r in result.policy.rules] == ["common", "a", "b"]  # type: ignore[union-attr]
+    assert [r.name for r in result.policy.rules] == ["common", "a", "b"]
 
 
 def test_include_that_adds_nothing_warns(tree: Callable[[dict[str, str]], Path]) -> None:
@@ -107,4 +107,4 @@ def test_unreadable_file_is_gw019(tree: Callable[[dict[str, str]], Path]) -> Non
 def test_reader_injection(tmp_path: Path) -> None:
     (tmp_path / "x.gwp").write_text("ignored")
     result = load_policy([tmp_path / "x.gwp"], reader=lambda p: V + RULE.format("injected"))
-    assert [r.name for r in result.policy.rules] == ["injected"]  # type: ignore[union-attr]
+    assert [r.name for r in result.policy.rules] == ["injected"]

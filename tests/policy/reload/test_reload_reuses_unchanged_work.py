@@ -26,7 +26,7 @@ def test_unchanged_reload_reuses_parse_and_compile(tmp_path: Path) -> None:
     third = load_policy([tmp_path])
     assert (PARSE_CACHE.hits, PARSE_CACHE.misses) == (3, 3)
     assert third.policy is not None and third.policy is not first.policy
-    assert third.policy.digest != first.policy.digest  # type: ignore[union-attr]
+    assert third.policy.digest != first.policy.digest
     assert third.policy.evaluate(Workload(name="x")).priority == 1
 
 

@@ -20,28 +20,28 @@ def rule(body: str) -> str:
 
 
 def ev(p: CompiledPolicy, **req: int | None) -> object:
-    return p.evaluate(Workload(request=ResourceRequest(**req)))  # type: ignore[arg-type]
+    return p.evaluate(Workload(request=ResourceRequest(**req)))
 
 
 def test_request_below_cap_is_kept(compile_ok: Callable[[str], CompiledPolicy]) -> None:
     e = ev(compile_ok(rule("  cap gpumem <= 8GiB deny")), gpumem_mib=4096)
-    assert (e.denied, e.gpumem_mib, e.decided_by["gpumem"]) == (None, 4096, "request")  # type: ignore[attr-defined]
+    assert (e.denied, e.gpumem_mib, e.decided_by["gpumem"]) == (None, 4096, "request")
 
 
 def test_request_above_clamp_cap_is_lowered(compile_ok: Callable[[str], CompiledPolicy]) -> None:
     e = ev(compile_ok(rule("  cap gpumem <= 8GiB clamp")), gpumem_mib=10000)
-    assert (e.denied, e.gpumem_mib, e.decided_by["gpumem"]) == (None, 8192, "r")  # type: ignore[attr-defined]
-    assert "clamped" in e.reasons["gpumem"]  # type: ignore[attr-defined]
+    assert (e.denied, e.gpumem_mib, e.decided_by["gpumem"]) == (None, 8192, "r")
+    assert "clamped" in e.reasons["gpumem"]
 
 
 def test_cap_without_behaviour_clamps(compile_ok: Callable[[str], CompiledPolicy]) -> None:
-    assert ev(compile_ok(rule("  cap gpu <= 2")), gpu=3).gpu == 2  # type: ignore[attr-defined]
+    assert ev(compile_ok(rule("  cap gpu <= 2")), gpu=3).gpu == 2
 
 
 def test_request_above_deny_cap_is_denied(compile_ok: Callable[[str], CompiledPolicy]) -> None:
     e = ev(compile_ok(rule("  cap gpumem <= 8GiB, gpu <= 1 deny")), gpu=2, gpumem_mib=10000)
-    assert e.denied == 'requested gpu 2 exceeds the cap 1 of rule "r"'  # type: ignore[attr-defined]
-    assert e.decided_by["denied"] == "r"  # type: ignore[attr-defined]
+    assert e.denied == 'requested gpu 2 exceeds the cap 1 of rule "r"'
+    assert e.decided_by["denied"] == "r"
 
 
 def test_default_above_cap_is_clamped_even_with_deny(
@@ -50,16 +50,16 @@ def test_default_above_cap_is_clamped_even_with_deny(
     p = compile_ok(rule("  cap gpumem <= 8GiB, gpucores <= 30% deny")
                    + "defaults {\n  gpumem = whole\n  gpucores = 0%\n}\n")
     e = ev(p)
-    assert (e.denied, e.gpumem_mib, e.gpucores) == (None, 8192, 30)  # type: ignore[attr-defined]
+    assert (e.denied, e.gpumem_mib, e.gpucores) == (None, 8192, 30)
 
 
 def test_cores_zero_means_no_limit_and_exceeds_a_cap(
     compile_ok: Callable[[str], CompiledPolicy],
 ) -> None:
     p = compile_ok(rule("  cap gpucores <= 50% deny"))
-    assert ev(p, gpucores=0).denied is not None  # type: ignore[attr-defined]
-    assert ev(p, gpucores=50).denied is None  # type: ignore[attr-defined]
-    assert ev(compile_ok(rule("  cap gpucores <= 100% deny")), gpucores=0).denied is None  # type: ignore[attr-defined]
+    assert ev(p, gpucores=0).denied is not None
+    assert ev(p, gpucores=50).denied is None
+    assert ev(compile_ok(rule("  cap gpucores <= 100% deny")), gpucores=0).denied is None
 
 
 def test_rule_default_applies_only_when_not_requested(
@@ -67,29 +67,29 @@ def test_rule_default_applies_only_when_not_requested(
 ) -> None:
     p = compile_ok(rule("  default gpumem = 4GiB, gpucores = 20%, gpu = 2, priority = high"))
     e = ev(p, gpu=None)
-    assert (e.gpumem_mib, e.gpucores, e.gpu, e.priority) == (4096, 20, 2, 0)  # type: ignore[attr-defined]
+    assert (e.gpumem_mib, e.gpucores, e.gpu, e.priority) == (4096, 20, 2, 0)
     e = ev(p, gpu=1, gpumem_mib=1000, gpucores=5, priority=1)
-    assert (e.gpumem_mib, e.gpucores, e.gpu, e.priority) == (1000, 5, 1, 1)  # type: ignore[attr-defined]
-    assert e.decided_by["gpumem"] == "request"  # type: ignore[attr-defined]
+    assert (e.gpumem_mib, e.gpucores, e.gpu, e.priority) == (1000, 5, 1, 1)
+    assert e.decided_by["gpumem"] == "request"
 
 
 def test_rule_priority_overrides_the_request(compile_ok: Callable[[str], CompiledPolicy]) -> None:
     e = ev(compile_ok(rule("  priority = low")), priority=0)
-    assert (e.priority, e.decided_by["priority"]) == (1, "r")  # type: ignore[attr-defined]
-    assert "request high overridden" in e.reasons["priority"]  # type: ignore[attr-defined]
+    assert (e.priority, e.decided_by["priority"]) == (1, "r")
+    assert "request high overridden" in e.reasons["priority"]
 
 
 def test_percentage_request_and_limit_bytes(compile_ok: Callable[[str], CompiledPolicy]) -> None:
     e = ev(compile_ok(rule("  mode = audit")), gpumem_percentage=25)
-    assert (e.gpumem_mib, e.gpumem_percentage) == (None, 25)  # type: ignore[attr-defined]
-    assert memory_limit(e, 80 * GIB).bytes == 20 * GIB  # type: ignore[arg-type]
+    assert (e.gpumem_mib, e.gpumem_percentage) == (None, 25)
+    assert memory_limit(e, 80 * GIB).bytes == 20 * GIB
 
 
 def test_cap_in_other_unit_travels_to_the_node(compile_ok: Callable[[str], CompiledPolicy]) -> None:
     e = ev(compile_ok(rule("  cap gpumem <= 8GiB deny")), gpumem_percentage=50)
-    assert (e.denied, e.gpumem_percentage, e.gpumem_cap_mib) == (None, 50, 8192)  # type: ignore[attr-defined]
-    assert memory_limit(e, 80 * GIB).bytes == 8 * GIB  # type: ignore[arg-type]
-    assert memory_limit(e, 10 * GIB).bytes == 5 * GIB  # type: ignore[arg-type]
+    assert (e.denied, e.gpumem_percentage, e.gpumem_cap_mib) == (None, 50, 8192)
+    assert memory_limit(e, 80 * GIB).bytes == 8 * GIB
+    assert memory_limit(e, 10 * GIB).bytes == 5 * GIB
 
 
 def test_node_label_gives_the_gpu_size(compile_ok: Callable[[str], CompiledPolicy]) -> None:
@@ -104,15 +104,15 @@ def test_node_label_gives_the_gpu_size(compile_ok: Callable[[str], CompiledPolic
 
 def test_whole_gpu_default(compile_ok: Callable[[str], CompiledPolicy]) -> None:
     e = ev(compile_ok(V + "defaults {\n  gpumem = whole\n}\n"))
-    assert (e.gpumem_mib, e.gpumem_percentage) == (None, None)  # type: ignore[attr-defined]
-    assert memory_limit(e, 80 * GIB).bytes == 80 * GIB  # type: ignore[arg-type]
+    assert (e.gpumem_mib, e.gpumem_percentage) == (None, None)
+    assert memory_limit(e, 80 * GIB).bytes == 80 * GIB
 
 
 def test_memory_limit_never_exceeds_the_gpu(compile_ok: Callable[[str], CompiledPolicy]) -> None:
     e = ev(compile_ok(rule("  mode = audit")), gpumem_mib=100_000)
-    assert memory_limit(e, 80 * GIB).bytes == 80 * GIB  # type: ignore[arg-type]
+    assert memory_limit(e, 80 * GIB).bytes == 80 * GIB
     with pytest.raises(ValueError, match="gpu_total_bytes"):
-        memory_limit(e, -1)  # type: ignore[arg-type]
+        memory_limit(e, -1)
 
 
 @pytest.mark.parametrize("text, action, grace, name, severity", [
@@ -133,8 +133,8 @@ def test_on_violation_forms(compile_ok: Callable[[str], CompiledPolicy], text: s
                                   'alert "A" "B"'])
 def test_bad_on_violation_is_gw017_or_unit(load: Callable[..., object], text: str) -> None:
     result = load(rule(f"  on_violation = {text}"))
-    assert result.policy is None  # type: ignore[attr-defined]
-    assert result.errors[0].code in ("GW017", "GW006", "GW007")  # type: ignore[attr-defined]
+    assert result.policy is None
+    assert result.errors[0].code in ("GW017", "GW006", "GW007")
 
 
 def test_settings_reach_the_effective_rule(compile_ok: Callable[[str], CompiledPolicy]) -> None:

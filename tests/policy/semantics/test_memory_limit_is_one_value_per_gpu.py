@@ -17,7 +17,7 @@ V = "version 1\n"
 
 
 def effective(p: CompiledPolicy, **req: int) -> EffectiveRule:
-    return p.evaluate(Workload(request=ResourceRequest(**req)))  # type: ignore[arg-type]
+    return p.evaluate(Workload(request=ResourceRequest(**req)))
 
 
 def test_percentage_gives_each_gpu_its_own_limit(
