@@ -20,6 +20,12 @@
                                     * measurement costs two cuEventRecord (~1.1 us each on the
                                     * H200), which a launch-bound application pays */
 #define HORIZON_UNKNOWN_NS 1000000ull /* busy horizon of a launch whose cost is not known yet */
+#define YOUNG_SAMPLES  4u          /* a signature is measured on every launch until it has this
+                                    * many samples: its first launch may have loaded its module
+                                    * inside the call (CUDA's lazy loading, ms), which is no
+                                    * measure of the kernel */
+
+_Static_assert(SAMPLE_EVERY == 1u << LIM_SAMPLE_BITS, "lim_sample_due picks 1 in SAMPLE_EVERY");
 
 static uint64_t add_waited(struct vgpu_cdev *c, uint64_t from)
 {
@@ -87,7 +93,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
     struct vgpu_cdev *c = &vgpu_cs.dev[d];
     uint64_t est, raw = 0, wait, outstanding;
     uint32_t limit;
-    int known = 0;
+    int known = 0; /* the samples the signature has, up to LIM_COST_SAMPLES */
     int want_sample;
     int bounded;
 
@@ -174,7 +180,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
     /* ... and whenever QUEUE_NS / 4 of estimated work went by unmeasured: the queue bound
      * counts what is outstanding from the newest finished measurement, so a coarser grain
      * would drain the queue (and idle the GPU) before the bound lets a launch go */
-    want_sample = !known || ADD(&c->nlaunch, 1u) % SAMPLE_EVERY == 0 ||
+    want_sample = known < (int)YOUNG_SAMPLES || lim_sample_due(ADD(&c->nlaunch, 1u)) ||
                   LD(&c->submitted) - LD(&c->sampled_at) >= QUEUE_NS / 4u;
     if (!want_sample)
         return;

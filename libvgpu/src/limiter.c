@@ -261,6 +261,15 @@ uint64_t lim_lowest(const uint64_t *v, uint32_t n)
     return low;
 }
 
+int lim_sample_due(uint64_t n)
+{
+    uint64_t z = n * 0x9E3779B97F4A7C15ull; /* splitmix64's finaliser: no stride survives it */
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return z >> (64u - LIM_SAMPLE_BITS) == 0;
+}
+
 uint64_t lim_cost_estimate(const struct lim_cost_table *t, uint64_t key, int *known,
                            uint64_t *raw_ns)
 {
@@ -270,7 +279,8 @@ uint64_t lim_cost_estimate(const struct lim_cost_table *t, uint64_t key, int *kn
         const struct lim_cost_entry *e = &t->slot[(key + i) & (LIM_COST_SLOTS - 1)];
         uint64_t k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
         if (k == key) {
-            *known = 1;
+            uint32_t n = __atomic_load_n(&e->count, __ATOMIC_RELAXED);
+            *known = n == 0 ? 1 : n < LIM_COST_SAMPLES ? (int)n : (int)LIM_COST_SAMPLES;
             if (raw_ns != NULL)
                 *raw_ns = __atomic_load_n(&e->raw_ns, __ATOMIC_RELAXED);
             return __atomic_load_n(&e->est_ns, __ATOMIC_RELAXED);
@@ -301,7 +311,7 @@ static struct lim_cost_entry *cost_slot(struct lim_cost_table *t, uint64_t key)
     }
     /* New key (or a full neighbourhood: the home slot is recycled). */
     __atomic_store_n(&victim->key, 0, __ATOMIC_RELAXED);
-    victim->count = 0;
+    __atomic_store_n(&victim->count, 0, __ATOMIC_RELAXED);
     victim->next = 0;
     return victim;
 }
@@ -355,7 +365,7 @@ uint32_t lim_cost_sample(struct lim_cost_table *t, uint64_t key, uint64_t sample
     e->mhz[e->next] = mhz;
     e->next = (e->next + 1) % LIM_COST_SAMPLES;
     if (e->count < UINT32_MAX)
-        e->count++;
+        __atomic_store_n(&e->count, e->count + 1u, __ATOMIC_RELAXED);
     n = e->count < LIM_COST_SAMPLES ? e->count : LIM_COST_SAMPLES;
     est = cost_of_window(e, n, sat_mhz, &raw);
     __atomic_store_n(&e->est_ns, est, __ATOMIC_RELAXED);

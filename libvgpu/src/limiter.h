@@ -192,7 +192,7 @@ struct lim_cost_entry {
     uint64_t key;     /* 0 = empty; atomically published */
     uint64_t est_ns;  /* the estimate at f_sat (lim_cost_sample); atomically published */
     uint64_t raw_ns;  /* the sample it comes from, as measured; atomically published */
-    uint32_t count;   /* samples taken (saturating) */
+    uint32_t count;   /* samples taken (saturating); atomically published */
     uint32_t next;    /* ring position */
     uint64_t samples[LIM_COST_SAMPLES];
     uint32_t mhz[LIM_COST_SAMPLES]; /* the clock each ran at (lim_clock_tag), 0 unknown */
@@ -210,8 +210,9 @@ struct lim_cost_table {
 uint64_t lim_cost_key(uint64_t fn, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by,
                       uint32_t bz, uint32_t shmem);
 
-/* Estimated GPU ns of a launch with `key` on the saturated GPU; sets *known to 1 when the key has
- * a sample, and *raw_ns (when not NULL) to the GPU time of the sample the estimate comes from,
+/* Estimated GPU ns of a launch with `key` on the saturated GPU; sets *known to the number of
+ * samples the key has (0: never measured, so the estimate is the running mean; at most
+ * LIM_COST_SAMPLES), and *raw_ns (when not NULL) to the GPU time of the sample the estimate comes from,
  * at the clock it ran at (what NVML's busy time counts). */
 uint64_t lim_cost_estimate(const struct lim_cost_table *t, uint64_t key, int *known,
                            uint64_t *raw_ns);
@@ -224,6 +225,15 @@ uint64_t lim_cost_estimate(const struct lim_cost_table *t, uint64_t key, int *kn
  * of samples the key now has (saturating). */
 uint32_t lim_cost_sample(struct lim_cost_table *t, uint64_t key, uint64_t sample_ns, uint32_t mhz,
                          uint32_t sat_mhz);
+
+/* Whether the n-th launch of a known signature is measured: one in 2^LIM_SAMPLE_BITS, picked by
+ * a hash of n (splitmix64's finaliser) rather than n % 2^LIM_SAMPLE_BITS.  A model
+ * launches the same cycle of kernels over and over, and a fixed stride measures only the few
+ * positions of the cycle it aliases with (H200, a batch-1 encoder of 80 launches a forward: 5 of
+ * 80 positions, so kernels whose first sample held their lazy module loading's 2.4 ms were
+ * charged it for good, and the encoder ran at 5 % of its speed under a 30 % limit). */
+#define LIM_SAMPLE_BITS 5u
+int lim_sample_due(uint64_t n);
 
 /* Smallest of n (<= LIM_COST_SAMPLES) values, 0 for none. */
 uint64_t lim_lowest(const uint64_t *v, uint32_t n);

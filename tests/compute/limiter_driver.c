@@ -19,6 +19,8 @@
  *       at f_sat MHZ (default unknown), whether the key is known, and the raw sample behind it
  *   limiter_driver clocktag MHZ UTIL REF_MHZ  (prints lim_clock_tag)
  *   limiter_driver clockscale F_NOW F_SAT  (prints lim_clock_scale_ppm)
+ *   limiter_driver sampled CYCLE LAUNCHES  (prints, for launches 1..LAUNCHES of a cycle of CYCLE
+ *       signatures, how many were measured (lim_sample_due) and how many positions of the cycle)
  *   limiter_driver sat UTIL:MHZ...         (prints f_sat after each NVML sample)
  *   limiter_driver feedback K_PPM BUSY_NS CHARGED_NS WINDOW_NS [ROUNDS]
  *       prints the factor after each of ROUNDS (default 1) windows with the same readings
@@ -251,6 +253,23 @@ int main(int argc, char **argv)
     }
     if (argc >= 3 && strcmp(argv[1], "cost") == 0)
         return cmd_cost(argc - 2, argv + 2);
+    if (argc == 4 && strcmp(argv[1], "sampled") == 0) {
+        uint64_t cycle = arg_u64(argv[2]), n = arg_u64(argv[3]), i, hit = 0, where = 0;
+        static unsigned char seen[4096];
+        if (cycle == 0 || cycle > sizeof seen)
+            return 2;
+        for (i = 1; i <= n; i++) {
+            if (!lim_sample_due(i))
+                continue;
+            hit++;
+            if (!seen[i % cycle]) {
+                seen[i % cycle] = 1;
+                where++;
+            }
+        }
+        printf("%llu %llu\n", (unsigned long long)hit, (unsigned long long)where);
+        return 0;
+    }
     if (argc == 4 && strcmp(argv[1], "clockscale") == 0) {
         printf("%u\n", lim_clock_scale_ppm((uint32_t)arg_u64(argv[2]), (uint32_t)arg_u64(argv[3])));
         return 0;

@@ -94,6 +94,7 @@ struct CUarray_st {
 
 struct CUfunc_st {
     uint32_t magic;
+    int loaded; /* launched once (GPUWARDEN_SIM_LAZY_LOAD_US is paid on the first launch) */
     char name[128];
 };
 
@@ -136,6 +137,8 @@ struct gwsim_cuda {
     double kernel_scale;
     unsigned stall_every; /* GPUWARDEN_SIM_LAUNCH_STALL: every Nth launch returns late */
     unsigned stall_us;
+    unsigned lazy_load_us; /* GPUWARDEN_SIM_LAZY_LOAD_US: a function's first launch loads it */
+    unsigned lazy_loads;   /* functions loaded so far */
     uint64_t call_ns[3]; /* GPUWARDEN_SIM_CALL_NS: CPU cost of a launch, a record, a query */
     unsigned launches;
     uint64_t next_va;

@@ -46,6 +46,26 @@ static void read_launch_stall(void)
     g_sim.stall_us = us;
 }
 
+/* GPUWARDEN_SIM_LAZY_LOAD_US=US: the first launch of each function spends US microseconds in
+ * the call (the k-th function loaded (1 + k % 4) times that) before its kernel is queued, as
+ * CUDA's lazy module loading (the default since CUDA 12.2) loads a kernel's module on its first
+ * launch: 0.5 to 2.6 ms for PyTorch's and cuBLAS's kernels on the H200. */
+static void read_lazy_load(void)
+{
+    const char *v = getenv("GPUWARDEN_SIM_LAZY_LOAD_US");
+    unsigned us = 0;
+    char tail = 0;
+    if (v == NULL || *v == '\0')
+        return;
+    if (sscanf(v, "%u%c", &us, &tail) != 1 || us > 10000000u) {
+        gwsim_error("GPUWARDEN_SIM_LAZY_LOAD_US=\"%s\" is not valid: use microseconds from 0 "
+                    "to 10000000 (a function's first launch spends them loading it); no loading",
+                    v);
+        return;
+    }
+    g_sim.lazy_load_us = us;
+}
+
 /* GPUWARDEN_SIM_CALL_NS=L,R,Q: the CPU time (ns, spun) of a kernel or graph launch, of
  * cuEventRecord, and of cuEventQuery / cuStreamQuery, as a real driver spends it (H200, driver
  * 580: 2900,1100,150; tests/benchmarks/bench_driver_calls.c measures them). */
@@ -88,6 +108,7 @@ GWSIM_EXPORT CUresult cuInit(unsigned int Flags)
         g_sim.kernel_scale = read_kernel_scale();
         read_launch_stall();
         read_call_cost();
+        read_lazy_load();
         read_visible(gwsim_state());
         g_sim.initialized = 1;
     }

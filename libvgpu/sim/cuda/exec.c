@@ -323,6 +323,11 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
     if ((rc = check_dims(gx, gy, gz, bx, by, bz)) != CUDA_SUCCESS)
         return rc;
     gwsim_call_cost(GWSIM_CALL_LAUNCH);
+    if (g_sim.lazy_load_us != 0 && !__atomic_exchange_n(&f->loaded, 1, __ATOMIC_ACQ_REL)) {
+        /* modules differ in size: the k-th function loaded takes (1 + k % 4) times as long */
+        unsigned k = __atomic_fetch_add(&g_sim.lazy_loads, 1u, __ATOMIC_RELAXED);
+        gwsim_sleep_until(gwsim_now_ns() + (uint64_t)g_sim.lazy_load_us * 1000u * (1u + k % 4u));
+    }
     push_kernel(s, gx, gy, gz);
     return CUDA_SUCCESS;
 }

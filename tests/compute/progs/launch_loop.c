@@ -14,6 +14,8 @@
  *   LAUNCH_LOOP_SYNC=N synchronises every N launches instead (0: only at 1 s and at the end);
  *   LAUNCH_LOOP_GAP_US=U spins U microseconds of CPU after each launch (an application's own
  *   work between launches, which leaves the GPU idle part of the time).
+ *   LAUNCH_LOOP_KERNELS=K (kernel path) launches K different functions in turn, as a model's
+ *   forward pass does (with GPUWARDEN_SIM_LAZY_LOAD_US, each one's first launch loads it).
  *   LAUNCH_LOOP_IDLE_US=U sleeps U microseconds after each synchronisation (an application
  *   idle between bursts of work, waiting for its next request).
  *   LAUNCH_LOOP_CPU=1 adds call_ns: the mean CPU time of this thread inside a launch call (what
@@ -105,7 +107,9 @@ int main(int argc, char **argv)
     CUdevice dev;
     CUcontext ctx;
     CUmodule mod;
-    CUfunction fn;
+    CUfunction fn, fns[64];
+    const char *kernels_s = getenv("LAUNCH_LOOP_KERNELS");
+    unsigned nfn = kernels_s ? (unsigned)strtoul(kernels_s, NULL, 10) : 1;
     CUgraphExec exec = NULL;
     const char *path;
     unsigned grid, nodes = 10, i;
@@ -156,6 +160,16 @@ int main(int argc, char **argv)
     check(p_cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
     check(p_cuModuleLoadData(&mod, "launch_loop"), "cuModuleLoadData");
     check(p_cuModuleGetFunction(&fn, mod, "busy"), "cuModuleGetFunction");
+    if (nfn < 1 || nfn > 64) {
+        fprintf(stderr, "launch_loop: LAUNCH_LOOP_KERNELS must be 1 to 64, got %u\n", nfn);
+        return 2;
+    }
+    fns[0] = fn;
+    for (i = 1; i < nfn; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "busy%u", i);
+        check(p_cuModuleGetFunction(&fns[i], mod, name), "cuModuleGetFunction");
+    }
     if (want_latency) {
         if (sync_every != 1) {
             fprintf(stderr, "launch_loop: LAUNCH_LOOP_LATENCY needs LAUNCH_LOOP_SYNC=1 (an idle "
@@ -231,7 +245,7 @@ int main(int argc, char **argv)
         if (want_latency)
             check(p_cuEventRecord(ev0, NULL), "cuEventRecord");
         if (strcmp(path, "kernel") == 0)
-            rc = p_cuLaunchKernel(fn, grid, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+            rc = p_cuLaunchKernel(fns[n % nfn], grid, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
         else if (strcmp(path, "ptsz") == 0)
             rc = p_cuLaunchKernel_ptsz(fn, grid, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
         else if (strcmp(path, "ex") == 0)
