@@ -7,7 +7,7 @@ from `gpuwarden run` flags, and reads the `EffectiveRule` fields.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Literal
 
@@ -110,7 +110,7 @@ class ViolationResponse:
         return f"{self.action} after {self.grace_seconds:g}s{alert} severity {self.severity}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EffectiveRule:
     """The limits and responses that apply to one workload (or to unmanaged processes).
 
@@ -118,12 +118,17 @@ class EffectiveRule:
     A cap written in the other unit than the request cannot be applied without the GPU's size; it
     is kept in `gpumem_cap_mib` / `gpumem_cap_percentage`, and `gpuwarden.limit.memory_limit`
     applies it on each GPU.
+
+    The attributes are declared in the order `to_json` (explain's JSON) lists them, and
+    `to_json` is derived from these declarations: a new field is only its declaration here.
     """
 
     denied: str | None
     gpu: int
     gpumem_mib: int | None
     gpumem_percentage: int | None
+    gpumem_cap_mib: int | None = None
+    gpumem_cap_percentage: int | None = None
     gpucores: int
     priority: int
     core_policy: CorePolicy
@@ -132,28 +137,23 @@ class EffectiveRule:
     compute_grace_seconds: float
     bypass_tolerance_mib: int
     decided_by: dict[str, str]
-    gpumem_cap_mib: int | None = None
-    gpumem_cap_percentage: int | None = None
     matched_rules: tuple[str, ...] = ()
     # Per field, one sentence on how the value came about (explain prints these).
     reasons: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "denied": self.denied,
-            "gpu": self.gpu,
-            "gpumem_mib": self.gpumem_mib,
-            "gpumem_percentage": self.gpumem_percentage,
-            "gpumem_cap_mib": self.gpumem_cap_mib,
-            "gpumem_cap_percentage": self.gpumem_cap_percentage,
-            "gpucores": self.gpucores,
-            "priority": self.priority,
-            "core_policy": self.core_policy,
-            "mode": self.mode,
-            "on_violation": self.on_violation.to_json(),
-            "compute_grace_seconds": self.compute_grace_seconds,
-            "bypass_tolerance_mib": self.bypass_tolerance_mib,
-            "decided_by": dict(self.decided_by),
-            "matched_rules": list(self.matched_rules),
-            "reasons": dict(self.reasons),
-        }
+        """Every field, in declaration order, as plain JSON values."""
+        return {f.name: _json(getattr(self, f.name)) for f in fields(self)}
+
+
+def _json(value: object) -> object:
+    """A field's value as JSON: nested model objects by their own `to_json`, a tuple as a list,
+    a mapping as a fresh dict."""
+    to_json = getattr(value, "to_json", None)
+    if callable(to_json):
+        return to_json()
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value

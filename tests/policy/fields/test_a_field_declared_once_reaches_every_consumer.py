@@ -1,8 +1,9 @@
 """Adding a policy setting touches three source files: its declaration in
 policy/vocabulary.py (FIELDS), its attribute on policy.model.EffectiveRule and its attribute on
 agent.model.Rule.  The test makes exactly those three edits in a copy of the packages and shows
-the new setting reach the compiler (every block, precedence, bad values), explain, fmt, the
-test-file expectations and the agent's Rule."""
+the new setting reach the compiler (every block, precedence, bad values), explain (its rows and
+its JSON: EffectiveRule.to_json is derived from the declarations), fmt, the test-file
+expectations and the agent's Rule."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ NEW_FIELD = """\
 """
 
 CHECKS = r'''
+import json
+
 from agent.rules import to_rule
 from policy import Workload, load_texts
 from policy.explain import explain_workload
@@ -56,9 +59,12 @@ assert (other.burst_seconds, other.decided_by["burst"]) == (2.0, "defaults"), ot
 assert policy.unmanaged.burst_seconds == 3.0
 assert policy.unmanaged.decided_by["burst"] == "unmanaged"
 
-row = [f for f in explain_workload(policy, Workload(namespace="a"))["fields"]
-       if f["field"] == "burst"]
+explained = explain_workload(policy, Workload(namespace="a"))
+row = [f for f in explained["fields"] if f["field"] == "burst"]
 assert row and row[0]["value"] == "5s" and row[0]["decided_by"] == "a", row
+# explain's JSON (EffectiveRule.to_json) carries the new field with no edit of its own.
+assert explained["effective"]["burst_seconds"] == 5.0, explained["effective"]
+assert json.loads(json.dumps(explained))["effective"]["decided_by"]["burst"] == "a"
 
 formatted, diags = format_source(TEXT, "p.gwp")
 assert not diags and "  burst = 3s\n" in formatted, formatted
