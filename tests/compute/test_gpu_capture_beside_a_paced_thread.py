@@ -46,7 +46,12 @@ def loop():
 
 t = threading.Thread(target=loop)
 t.start()
-time.sleep(0.5)
+deadline = time.monotonic() + 30
+while launched[0] < 20:  # the captures start while the paced thread launches (and is paced)
+    if time.monotonic() > deadline:
+        stop.set()
+        raise SystemExit(f"the paced thread launched {launched[0]} kernels in 30 s, not 20")
+    time.sleep(0.01)
 errors, ok = [], 0
 for _ in range(30):
     g = torch.cuda.CUDAGraph()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from testbed import wait_for
 
 
 @pytest.mark.slow
@@ -16,13 +17,21 @@ def test_limit_raised_while_running(loop, sim_gpu, tmp_path) -> None:
     proc = loop.start(sim_gpu.env, "kernel", 1000, 4.0, CUDA_DEVICE_SM_LIMIT="20",
                       GPU_CORE_UTILIZATION_POLICY="force", LAUNCH_LOOP_TIMES=str(times),
                       CUDA_DEVICE_MEMORY_SHARED_CACHE=str(path))
-    time.sleep(1.5)
+
+    def paced() -> bool:
+        # 20 launches in at 20 %: past its start (first launches, the pacer's burst), pacing
+        with Region.open(path) as region:
+            state = region.compute_state(0)
+        return state.effective_pct == 20 and state.launches >= 20
+
+    wait_for(paced, 2, "the container launching, paced at its 20 %")
+    time.sleep(1.0)  # the measurement window `before`, below
     with Region.open(path) as region:
         assert region.compute_state(0).effective_pct == 20
         region.set_compute_limit(0, 60)
         changed = time.monotonic_ns()
-        time.sleep(0.1)
-        assert region.compute_state(0).effective_pct == 60
+        wait_for(lambda: region.compute_state(0).effective_pct == 60, 0.5,
+                 "the running process applying the new limit (60 %)")
     loop.result(proc)
     launches = [int(x) for x in times.read_text().split()]
     # each launch is 1 ms of GPU time: the launch rate is the share

@@ -7,9 +7,18 @@ from __future__ import annotations
 import time
 
 import pytest
+from testbed import wait_for
 
 PERIOD_NS = 40_000_000
 BINS = 40  # 1 ms each
+
+
+def state(region):
+    """The region's compute state of GPU 0 (RegionError until its process has created it)."""
+    from libvgpu.region import Region
+
+    with Region.open(region) as r:
+        return r.compute_state(0)
 
 
 def phase_bins(path, since: int) -> list[int]:
@@ -24,8 +33,6 @@ def phase_bins(path, since: int) -> list[int]:
 
 @pytest.mark.slow
 def test_two_paced_containers_launch_in_disjoint_windows(loop, sim_gpu, tmp_path) -> None:
-    from libvgpu.region import Region
-
     regions = {name: tmp_path / f"{name}.region" for name in ("a", "b")}
     times = {name: tmp_path / f"{name}.times" for name in ("a", "b")}
     started = time.monotonic_ns()
@@ -35,14 +42,17 @@ def test_two_paced_containers_launch_in_disjoint_windows(loop, sim_gpu, tmp_path
                          LAUNCH_LOOP_TIMES=str(times[name]))
         for name, limit in (("a", 30), ("b", 70))
     }
-    time.sleep(1.5)
     states = {}
-    for name, path in regions.items():
-        with Region.open(path) as region:
-            states[name] = region.compute_state(0)
+
+    def both_take_turns() -> bool:
+        states.update({name: state(path) for name, path in regions.items()})
+        return all(st.turns for st in states.values())
+
+    # (the phase analysis below still starts 1 s after the start, whenever this returns)
+    wait_for(both_take_turns, 3, "both paced containers taking turns",
+             detail=lambda: f"their compute states: {states}")
     shares = {name: loop.result(p)["share"] for name, p in procs.items()}
 
-    assert states["a"].turns and states["b"].turns, states
     assert shares["a"] == pytest.approx(0.30, abs=0.05), shares
     assert shares["b"] == pytest.approx(0.70, abs=0.05), shares
     since = started + 1_000_000_000
@@ -59,17 +69,19 @@ def test_two_paced_containers_launch_in_disjoint_windows(loop, sim_gpu, tmp_path
 
 @pytest.mark.slow
 def test_a_container_alone_takes_no_turns(loop, sim_gpu, tmp_path) -> None:
-    from libvgpu.region import Region
-
     path = tmp_path / "alone.region"
     proc = loop.start(sim_gpu.env, "kernel", 500, 2.0, CUDA_DEVICE_SM_LIMIT="30",
                       GPU_CORE_UTILIZATION_POLICY="force",
                       CUDA_DEVICE_MEMORY_SHARED_CACHE=str(path))
-    time.sleep(1.0)
-    with Region.open(path) as region:
-        state = region.compute_state(0)
+
+    def paced():
+        # at its 30 % and 100 launches in: many ticks, turns would have been decided
+        st = state(path)
+        return st if st.effective_pct == 30 and st.launches >= 100 else None
+
+    alone = wait_for(paced, 2, "the container paced at 30 % and launching")
     assert loop.result(proc)["share"] == pytest.approx(0.30, abs=0.05)
-    assert state.effective_pct == 30 and not state.turns, state
+    assert not alone.turns, alone
 
 
 @pytest.mark.slow

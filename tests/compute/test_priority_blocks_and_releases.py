@@ -5,10 +5,23 @@ the high-priority job keeps >= 90 % of its alone throughput."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
+from testbed import wait_for
 
 MS = 1_000_000
+
+
+def launching(region: Path) -> bool:
+    """The launch loop of `region` has its context on GPU 0, counted in its region: it launches
+    from there on (an unpaced container's gate counts no launches, so compute_state's counter
+    cannot tell).  The region appears at the first CUDA call; an error until then is "not yet"
+    for wait_for."""
+    from libvgpu.region import Region
+
+    with Region.open(region) as r:
+        return any(p.context_bytes > 0 for p in r.snapshot().device(0).processes)
 
 
 @pytest.mark.slow
@@ -17,7 +30,7 @@ def test_low_blocks_and_releases_within_100ms(loop, sim_gpu, tmp_path) -> None:
     low = loop.start(sim_gpu.env, "kernel", 1000, 4.0, CUDA_TASK_PRIORITY="1",
                      LAUNCH_LOOP_TIMES=str(times),
                      CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / "low.region"))
-    time.sleep(1.0)
+    wait_for(lambda: launching(tmp_path / "low.region"), 3, "the low-priority job launching")
     high = loop.start(sim_gpu.env, "kernel", 1000, 1.5, CUDA_TASK_PRIORITY="0",
                       CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / "high.region"))
     hr = loop.result(high)
@@ -44,7 +57,7 @@ def test_agent_override_yield_and_run(loop, sim_gpu, tmp_path) -> None:
     times = tmp_path / "c.times"
     proc = loop.start(sim_gpu.env, "kernel", 1000, 3.0, LAUNCH_LOOP_TIMES=str(times),
                       CUDA_DEVICE_MEMORY_SHARED_CACHE=str(path))
-    time.sleep(1.0)
+    wait_for(lambda: launching(path), 2, "the container launching before the override")
     with Region.open(path) as region:
         region.set_compute_override(0, yield_="yield")
         paused = time.monotonic_ns()

@@ -1,5 +1,7 @@
 """Processes of the test bed: each component runs in its own session (process group) with its
-output in a log file; `wait_for` polls a condition and says what did not happen."""
+output in a log file; `wait_for` polls a condition and says what did not happen (every test
+imports it from here, through `testbed`: pytest puts tests/ on sys.path for
+tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -90,10 +92,13 @@ class Component:
 
 
 def wait_for(predicate: Callable[[], T | None], timeout: float, what: str, *,
-             interval: float = 0.05, watch: Iterable[Component] = ()) -> T:
-    """Poll `predicate` until it returns something truthy and return that.  Raises StartupError
-    when a watched component exits first, TimeoutError naming `what` (and the last exception the
-    predicate raised, and the watched components' log tails) when time runs out."""
+             interval: float = 0.05, watch: Iterable[Component] = (),
+             detail: Callable[[], str] | None = None) -> T:
+    """Poll `predicate` until it returns something truthy and return that: the one poller of
+    the tests, instead of a fixed sleep.  An exception of the predicate counts as "not yet".
+    Raises StartupError when a watched component exits first, TimeoutError naming `what` (and
+    the last exception the predicate raised, the watched components' log tails, and what
+    `detail` says, e.g. a scrape or an event list) when time runs out."""
     watched = list(watch)
     deadline = time.monotonic() + timeout
     last_error: BaseException | None = None
@@ -113,6 +118,11 @@ def wait_for(predicate: Callable[[], T | None], timeout: float, what: str, *,
                 msg += f" (last error: {type(last_error).__name__}: {last_error})"
             for comp in watched:
                 msg += f"\n---- the end of {comp.name}'s log ({comp.log}):\n{comp.tail()}"
+            if detail is not None:
+                try:
+                    msg += f"\n{detail()}"
+                except Exception as err:
+                    msg += f"\n(no detail: {type(err).__name__}: {err})"
             raise TimeoutError(msg)
         time.sleep(interval)
 
