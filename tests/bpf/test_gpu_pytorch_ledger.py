@@ -14,9 +14,9 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
+from testbed import wait_for
 
 pytestmark = [pytest.mark.gpu, pytest.mark.bpf]
 
@@ -65,9 +65,12 @@ def test_ledger_matches_pytorch_reserved(alloc_conf: str) -> None:
         try:
             assert proc.stdout is not None
             torch_view = json.loads(proc.stdout.readline())
-            time.sleep(0.5)  # NVML's per-process list lags a little
             ledger = probe.snapshot().get(proc.pid, {})
-            nvml = _nvml_used(proc.pid)
+            try:  # NVML's per-process list lags a little
+                nvml = wait_for(lambda: _nvml_used(proc.pid), 5,
+                                "NVML listing the process with its memory", interval=0.1)
+            except TimeoutError:  # never listed (another PID namespace): the report says None
+                nvml = _nvml_used(proc.pid)
             events = [e for e in probe.poll_events() if e.pid == proc.pid]
         finally:
             proc.communicate("go\n", timeout=60)

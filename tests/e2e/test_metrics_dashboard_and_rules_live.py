@@ -14,6 +14,7 @@ import yaml
 from agent_harness import REPO, AgentProc
 from prometheus_client.parser import text_string_to_metric_families
 from promql_names import dashboard_exprs, metric_names, rule_exprs
+from testbed import wait_for
 
 ALERTS = REPO / "examples" / "alerts"
 DASHBOARD = REPO / "examples" / "grafana" / "gpuwarden-dashboard.json"
@@ -22,13 +23,9 @@ pytestmark = [pytest.mark.slow]
 
 
 def _wait_metric(agent: AgentProc, name: str, labels: dict[str, str]) -> None:
-    import time
-
-    deadline = time.monotonic() + 30
-    while agent.metric(name, labels) is None:
-        assert time.monotonic() < deadline, f"{name}{labels} never appeared:\n" + \
-            agent.get("/metrics")[1]
-        time.sleep(0.1)
+    """A series in the agent's scrape (the scrape shown if it never comes)."""
+    wait_for(lambda: agent.metric(name, labels) is not None, 30, f"{name}{labels} in /metrics",
+             interval=0.1, detail=lambda: agent.get("/metrics")[1])
 
 
 @pytest.fixture

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from agent_harness import AgentProc, write_policy
+from testbed import wait_for
 
 pytestmark = [pytest.mark.bpf, pytest.mark.slow]
 
@@ -31,19 +31,19 @@ def test_ordinal_0_of_a_process_on_gpu_1_is_charged_to_gpu_1(tmp_path: Path, mak
                                            timeout=60).stdout)[1]
         # the first workload takes GPU 0, so the next one goes to GPU 1
         first = agent.run(["--namespace", "watch", "--name", "first"], [gpu_job, "64", "6000"])
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and agent.metric("gpuwarden_workloads") != 1:
-            time.sleep(0.1)
+        wait_for(lambda: agent.metric("gpuwarden_workloads") == 1, 10,
+                 "the agent tracking the first workload (gpuwarden_workloads 1)",
+                 detail=lambda: agent.stderr()[-2000:])
         p = agent.run(["--namespace", "strict", "--name", "second"], [gpu_job, "256", "4000"])
-        ebpf = None
-        deadline = time.monotonic() + 3.5
-        while time.monotonic() < deadline and not ebpf:
-            ebpf = agent.metric("gpuwarden_workload_memory_used_bytes",
-                                {"pod": "second", "source": "ebpf", "gpu_uuid": second})
-            time.sleep(0.2)
+        # while it runs (4 s): its eBPF figure, charged to the node's second GPU
+        ebpf = wait_for(lambda: agent.metric("gpuwarden_workload_memory_used_bytes",
+                                             {"pod": "second", "source": "ebpf",
+                                              "gpu_uuid": second}), 3.5,
+                        f"the eBPF figure of 'second' on {second} (the node's GPU 1)",
+                        interval=0.2, detail=lambda: agent.stderr()[-2000:])
         out, err = p.communicate(timeout=30)
         assert p.returncode == 0, (p.returncode, out, err)
-        assert ebpf is not None and ebpf >= 256 << 20, agent.stderr()[-2000:]
+        assert ebpf >= 256 << 20, agent.stderr()[-2000:]
         acted = [e for e in agent.events()
                  if e.get("event") == "action" and e["workload"]["pod"] == "second"]
         assert acted == [], acted

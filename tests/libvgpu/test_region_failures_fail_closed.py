@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cudaprobe import OOM, GiB, MiB, Row
+from testbed import wait_for
 
 from libvgpu.region import REGION_BYTES, Region, RegionStruct, proc_alive, proc_start_time
 
@@ -158,14 +159,10 @@ def test_agent_reclaim_does_not_wait_on_a_held_region_lock(shim) -> None:
 # ---- zombies ---------------------------------------------------------------------------------
 
 
-def _wait_zombie(pid: int) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        if stat[stat.rfind(")") + 2] in "ZX":
-            return
-        time.sleep(0.005)
-    raise AssertionError(f"pid {pid} never became a zombie")
+def _proc_state(pid: int) -> str:
+    """The state letter of /proc/PID/stat (after the command's closing parenthesis)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rfind(")") + 2]
 
 
 @contextmanager
@@ -178,7 +175,8 @@ def _zombie(run, nbytes: int) -> Iterator[tuple[int, int]]:
         start = proc_start_time(p.pid)
         assert proc_alive(p.pid, start)
         os.kill(p.pid, signal.SIGKILL)
-        _wait_zombie(p.pid)
+        wait_for(lambda: _proc_state(p.pid) in "ZX", 10, f"pid {p.pid} a zombie after SIGKILL",
+                 interval=0.005)
         yield p.pid, start
     finally:
         p.kill()  # reaps it

@@ -18,25 +18,21 @@ from agent.ledger import AgentAlreadyRunning
 POLICY = "version 1\n\ndefaults {\n  gpumem = 1GiB\n}\n"
 
 
-class NoNvml:
-    def nvmlInit(self) -> None:
-        raise OSError("no NVML in this test")
-
-
-def _agent(tmp_path: Path) -> Agent:
+def _agent(tmp_path: Path, nvml) -> Agent:
     (tmp_path / "p.gwp").write_text(POLICY)
     cfg = AgentConfig(policy_paths=[str(tmp_path / "p.gwp")], state_dir=tmp_path / "state",
                       ebpf=False)
-    return Agent(cfg, nvml_lib=NoNvml())
+    return Agent(cfg, nvml_lib=nvml)
 
 
-def test_a_second_agent_on_the_same_state_folder_refuses_to_start(tmp_path: Path) -> None:
-    first = _agent(tmp_path)
+def test_a_second_agent_on_the_same_state_folder_refuses_to_start(tmp_path: Path,
+                                                                  no_nvml) -> None:
+    first = _agent(tmp_path, no_nvml)
     first.start()
     control = ControlServer(first.ledger.socket_path, first)
     control.start()
     try:
-        second = _agent(tmp_path)
+        second = _agent(tmp_path, no_nvml)
         with pytest.raises(AgentAlreadyRunning) as err:
             second.start()
         assert str(tmp_path / "state") in str(err.value)
@@ -45,13 +41,13 @@ def test_a_second_agent_on_the_same_state_folder_refuses_to_start(tmp_path: Path
     finally:
         control.close()
         first.close()
-    third = _agent(tmp_path)
+    third = _agent(tmp_path, no_nvml)
     third.start()  # the folder is free again
     third.close()
 
 
-def test_the_command_line_says_why_and_exits_2(tmp_path: Path) -> None:
-    first = _agent(tmp_path)
+def test_the_command_line_says_why_and_exits_2(tmp_path: Path, no_nvml) -> None:
+    first = _agent(tmp_path, no_nvml)
     first.start()
     try:
         res = subprocess.run(
@@ -81,15 +77,15 @@ class ForkingProbe:
 
 
 def test_the_folder_is_free_at_once_after_a_stop_even_with_a_teardown_child(
-        tmp_path: Path) -> None:
-    first = _agent(tmp_path)
+        tmp_path: Path, no_nvml) -> None:
+    first = _agent(tmp_path, no_nvml)
     first.start()
     probe = ForkingProbe()
     first.sources.ebpf = probe
     first.close(exiting=True)
     assert probe.child > 0, "close(exiting=True) never handed the probe's teardown over"
     try:
-        second = _agent(tmp_path)
+        second = _agent(tmp_path, no_nvml)
         second.start()  # not refused while the teardown child still runs
         second.close()
     finally:

@@ -82,18 +82,13 @@ def test_content_hash_never_reads_a_fifo_or_a_device(tmp_path: Path) -> None:
         _unblock(tmp_path / "fifo.gwp")
 
 
-class NoNvml:
-    def nvmlInit(self) -> None:
-        raise OSError("no NVML in this test")
-
-
-def test_a_fifo_in_the_policy_folder_never_stalls_the_loop(tmp_path: Path) -> None:
+def test_a_fifo_in_the_policy_folder_never_stalls_the_loop(tmp_path: Path, no_nvml) -> None:
     policy = tmp_path / "policy"
     policy.mkdir()
     (policy / "p.gwp").write_text(POLICY)
     cfg = AgentConfig(policy_paths=[str(policy)], state_dir=tmp_path / "state", ebpf=False,
                       tick_seconds=0.1, nvml_seconds=0.1)
-    agent = Agent(cfg, nvml_lib=NoNvml())
+    agent = Agent(cfg, nvml_lib=no_nvml)
     agent.start()
     fifo = policy / "evil.gwp"
     os.mkfifo(fifo)
