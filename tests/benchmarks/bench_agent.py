@@ -28,12 +28,14 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import suppress
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "e2e")]
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "e2e")]
 
 from agent_harness import TEST_POLICY, AgentProc, build_gpu_job, write_policy  # noqa: E402
+from testbed import wait_for  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -127,9 +129,11 @@ def many_workloads(agent: AgentProc, job: Path, n: int, window: float,
                                [job, "16", str(int((window + 120) * 1000))]))
         if i % 8 == 7:
             time.sleep(0.5)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and agent.metric("gpuwarden_workloads") != n:
-        time.sleep(0.5)
+    wait_for(lambda: agent.metric("gpuwarden_workloads") == n, 120,
+             f"the agent tracking the {n} workloads (gpuwarden_workloads {n})", interval=0.5,
+             detail=lambda: f"gpuwarden_workloads {agent.metric('gpuwarden_workloads')}")
+    # not synchronisation: the agent's rescans after admissions are due up to 5 s later (rate
+    # limited, agent/daemon.py), so the CPU window starts past them, in the steady state
     time.sleep(3)
     pid = agent.proc.pid
     c0, t0 = cpu_seconds(pid), time.monotonic()
@@ -161,19 +165,29 @@ def churn(agent: AgentProc, job: Path, seconds: int) -> dict[str, float]:
                      [job, "--bypass", "--churn", "1", "100", str(seconds)]) for i in range(5)]
     good = [agent.run(["--namespace", "watch", "--name", f"good{i}"],
                       [job, "--churn", "1", "100", str(seconds)]) for i in range(5)]
-    time.sleep(2)
+    pods = {f"{kind}{i}" for kind in ("bad", "good") for i in range(5)}
+    wait_for(lambda: pods <= {e["workload"]["pod"] for e in agent.events()[n0:]
+                              if e.get("event") == "workload_admitted"}, 60,
+             "the agent admitting the 10 churning workloads", interval=0.2)
     pid = agent.proc.pid
     c0, t0 = cpu_seconds(pid), time.monotonic()
     outs = [p.communicate(timeout=seconds + 60)[0] for p in bad + good]
     cpu = (cpu_seconds(pid) - c0) / (time.monotonic() - t0)
     pairs = sum(int(o.split("churned ")[1].split()[0]) for o in outs if "churned" in o)
-    time.sleep(1)
-    ev = agent.events()[n0:]
-    verdicts = {e["workload"]["pod"] for e in ev if e.get("event") == "violation"}
+
+    def verdicts() -> set[str]:
+        return {e["workload"]["pod"] for e in agent.events()[n0:]
+                if e.get("event") == "violation"}
+
+    bad_pods = {f"bad{i}" for i in range(5)}
+    with suppress(TimeoutError):  # the result counts the bypassing workloads left without one
+        wait_for(lambda: bad_pods <= verdicts(), 15, "a verdict for every bypassing workload",
+                 interval=0.2)
+    verdicts_seen = verdicts()
     lost = (agent.metric("gpuwarden_ebpf_lost_events_total") or 0) - lost0
     return {"pairs": pairs, "seconds": seconds, "allocs_per_s": pairs / seconds,
-            "bad_with_verdict": len({f"bad{i}" for i in range(5)} & verdicts),
-            "good_with_verdict": len({f"good{i}" for i in range(5)} & verdicts),
+            "bad_with_verdict": len(bad_pods & verdicts_seen),
+            "good_with_verdict": len({f"good{i}" for i in range(5)} & verdicts_seen),
             "lost_events": lost, "cpu_pct": 100 * cpu}
 
 

@@ -20,6 +20,7 @@ import yaml
 from gpucluster import GpuCluster, start_extender, stop
 from kubernetes import client, utils
 from kubernetes.client.rest import ApiException
+from testbed import wait_for
 
 from gpuwarden.annotations import (
     ALLOCATIONS,
@@ -34,18 +35,6 @@ pytestmark = pytest.mark.k8s
 
 REPO = Path(__file__).resolve().parents[2]
 H200_MIB = 143771
-
-
-def wait(pred: Callable[[], Any], timeout: float, what: str,
-         detail: Callable[[], str] | None = None) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}"
-                         + (f"\n{detail()}" if detail else ""))
 
 
 def story(cluster: GpuCluster, ns: str, pod: str) -> str:
@@ -64,8 +53,8 @@ def namespace(api: Any, name: str) -> str:
     except ApiException as err:
         if err.status != 409:
             raise
-    wait(lambda: _exists(lambda: v1.read_namespaced_service_account("default", name)), 30,
-         f"the default ServiceAccount of {name}")
+    wait_for(lambda: _exists(lambda: v1.read_namespaced_service_account("default", name)), 30,
+             f"the default ServiceAccount of {name}")
     return name
 
 
@@ -135,9 +124,9 @@ def test_example_pods_are_mutated_placed_and_bound_to_gpus(gpu_cluster: GpuClust
     for f in ("training.yaml", "notebook.yaml", "inference-deployment.yaml",
               "research-burst.yaml"):
         apply(api, example(f))
-    train = wait(lambda: bound(api, "ml-train", 2), 90, "the training pods bound")
-    nb = wait(lambda: bound(api, "notebook-alice", 1), 60, "the notebook bound")[0]
-    ranker = wait(lambda: bound(api, "serving", 3), 60, "the 3 ranker replicas bound")
+    train = wait_for(lambda: bound(api, "ml-train", 2), 90, "the training pods bound")
+    nb = wait_for(lambda: bound(api, "notebook-alice", 1), 60, "the notebook bound")[0]
+    ranker = wait_for(lambda: bound(api, "serving", 3), 60, "the 3 ranker replicas bound")
 
     resnet = next(p for p in train if p.metadata.name == "resnet-train")
     assert resnet.spec.scheduler_name == "gpuwarden-scheduler"  # the webhook set it
@@ -215,8 +204,8 @@ def test_unfit_pod_waits_with_the_reason_and_schedules_when_capacity_frees(
         doc["metadata"]["namespace"] = ns
         apply(api, doc)
         if name == "first":
-            wait(lambda: bound(api, ns, 1), 90, "the first pod bound",
-                 lambda: story(gpu_cluster, ns, "first"))
+            wait_for(lambda: bound(api, ns, 1), 90, "the first pod bound",
+                     detail=lambda: story(gpu_cluster, ns, "first"))
     reason = "tiny: gpuwarden: container main needs 1 GPU with 8000MiB, 0 fit: GPU0 2000MiB " \
         "free, needs 8000MiB (6000 short)"
 
@@ -225,14 +214,14 @@ def test_unfit_pod_waits_with_the_reason_and_schedules_when_capacity_frees(
         return any(e.reason == "FailedScheduling" and "GPU0 2000MiB free, needs 8000MiB"
                    in (e.message or "") for e in events.items)
 
-    wait(explained, 90, f"a FailedScheduling event of the second pod saying {reason!r}",
-         lambda: story(gpu_cluster, ns, "second"))
+    wait_for(explained, 90, f"a FailedScheduling event of the second pod saying {reason!r}",
+             detail=lambda: story(gpu_cluster, ns, "second"))
     assert v1.read_namespaced_pod("second", ns).spec.node_name is None
     v1.delete_namespaced_pod("first", ns, grace_period_seconds=0)  # no kubelet to confirm
     started = time.monotonic()
-    wait(lambda: v1.read_namespaced_pod("second", ns).spec.node_name == "tiny", 90,
-         "the second pod bound once the first was deleted",
-         lambda: story(gpu_cluster, ns, "second"))
+    wait_for(lambda: v1.read_namespaced_pod("second", ns).spec.node_name == "tiny", 90,
+             "the second pod bound once the first was deleted",
+             detail=lambda: story(gpu_cluster, ns, "second"))
     elapsed = time.monotonic() - started
     print(f"pending pod bound {elapsed:.1f}s after the deletion")
     assert elapsed < 30
@@ -267,8 +256,8 @@ def test_burst_of_500_pods_on_50_nodes_never_overcommits_a_gpu(gpu_cluster: GpuC
         t.join()
     assert errors == []
     try:
-        pods = wait(lambda: bound(api, ns, 500), 300, "all 500 pods bound")
-    except AssertionError:
+        pods = wait_for(lambda: bound(api, ns, 500), 300, "all 500 pods bound", interval=0.2)
+    except TimeoutError:
         waiting = [p.metadata.name for p in pods_of(api, ns) if not p.spec.node_name]
         events = v1.list_namespaced_event(ns, field_selector=f"involvedObject.name="
                                           f"{waiting[0]}").items if waiting else []
@@ -385,17 +374,17 @@ def test_an_edited_policy_file_is_applied_without_a_restart(
             with urllib.request.urlopen(req, timeout=30) as r:
                 return dict(json.loads(r.read()))
 
-        wait(lambda: filtered()["NodeNames"] == ["reload"], 30, "the node known, the pod fit")
+        wait_for(lambda: filtered()["NodeNames"] == ["reload"], 30, "the node known, the pod fit")
         (folder / "p.gwp").write_text(
             'version 1\n\ndefaults {\n  gpumem = 1000MiB\n}\n\nrule "labs" {\n'
             '  match namespace == "labs"\n  deny "labs are closed"\n}\n')
         started = time.monotonic()
-        wait(lambda: "labs are closed" in str(filtered()["FailedAndUnresolvableNodes"]), 30,
-             "the edited policy applied", lambda: (tmp_path / "r.log").read_text())
+        wait_for(lambda: "labs are closed" in str(filtered()["FailedAndUnresolvableNodes"]), 30,
+                 "the edited policy applied", detail=lambda: (tmp_path / "r.log").read_text())
         print(f"policy edit applied {time.monotonic() - started:.1f}s after the write")
         (folder / "p.gwp").write_text("version 1\n\nrule {")  # broken: the last good one stays
-        wait(lambda: "policy_reload_failed" in (tmp_path / "r.log").read_text(), 30,
-             "the broken policy refused")
+        wait_for(lambda: "policy_reload_failed" in (tmp_path / "r.log").read_text(), 30,
+                 "the broken policy refused")
         assert "labs are closed" in str(filtered()["FailedAndUnresolvableNodes"])
     finally:
         stop(replica)
