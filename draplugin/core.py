@@ -25,6 +25,7 @@ from gpuwarden.claims import ClaimDevice, ClaimRecord
 from gpuwarden.config import Settings
 from gpuwarden.limit import MemoryLimit
 from gpuwarden.quantity import QuantityError, parse_quantity
+from policy.units import MIB
 
 __all__ = [
     "CDI_CLASS",
@@ -51,7 +52,6 @@ CDI_CLASS = "claim"  # CDI ids are "gpuwarden.io/claim=<claim uid>-<request>"
 CDI_VERSION = "0.6.0"
 CONFIG_API_VERSION = "gpuwarden.io/v1"
 CONFIG_KIND = "GpuConfig"
-MIB = 1 << 20
 
 
 class ClaimError(ValueError):

@@ -26,12 +26,12 @@ from gpuwarden.quantity import QuantityError, parse_quantity
 from policy.compiler import CompiledPolicy
 from policy.model import ResourceRequest
 from policy.pods import PodError, workloads_from_manifest
+from policy.units import MIB
 
 __all__ = ["CLASS_SUFFIX", "POD_CLAIM_ANNOTATION", "ReadPod", "review_claim"]
 
 CLASS_SUFFIX = ".gpuwarden.io"
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
-MIB = 1 << 20
 
 # (namespace, name) -> the pod as the API returns it, None when it does not exist
 ReadPod = Callable[[str, str], Mapping[str, Any] | None]

@@ -25,12 +25,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gpuwarden.resources import MIB
+
 if TYPE_CHECKING:
     from policy.model import EffectiveRule
 
 __all__ = ["ENV_LIMIT", "MIB", "UNLIMITED", "MemoryLimit", "memory_limit", "memory_limit_env"]
 
-MIB = 1 << 20
 ENV_LIMIT = "CUDA_DEVICE_MEMORY_LIMIT"  # and ENV_LIMIT_<i> for the i-th visible GPU
 
 

@@ -15,6 +15,7 @@ __all__ = [
     "DEVICE_MEMORY_SCALING",
     "DEVICE_SPLIT_COUNT",
     "DISABLE_CORE_LIMIT",
+    "MIB",
     "MIG_STRATEGY",
     "NODE_LABEL_GPU_MEMORY",
     "RESOURCE_GPU",
@@ -37,6 +38,7 @@ NODE_LABEL_GPU_MEMORY = "nvidia.com/gpu.memory"
 # Configuration defaults (HAMi's, so that a cluster moving over keeps its behaviour).
 DEVICE_SPLIT_COUNT = 10
 DEVICE_MEMORY_SCALING = 1.0
+MIB = 1 << 20  # bytes in a MiB: the one definition (policy.units re-exports it)
 DEFAULT_MEM_MIB = 5000  # when a pod gives no memory; 0 would mean the whole GPU
 DEFAULT_CORES = 0  # percent; 0 = no compute limit, 100 = exclusive
 DEFAULT_GPU_NUM = 1  # added when only gpumem / gpucores is requested

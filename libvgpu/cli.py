@@ -27,10 +27,10 @@ from libvgpu.sim import (
     default_state_path,
     sim_env,
 )
+from policy.units import MIB
 
 __all__ = ["register"]
 
-MiB = 1 << 20
 SMOKE_SOURCE = LIBVGPU_DIR / "sim" / "demo" / "smoke_workload.c"
 
 
@@ -112,7 +112,7 @@ def cmd_env(args: argparse.Namespace) -> int:
 def _shape(devices: int, nbytes: int) -> str:
     from policy.units import format_mib
 
-    per = format_mib(nbytes >> 20) if nbytes % MiB == 0 else f"{nbytes} bytes"
+    per = format_mib(nbytes >> 20) if nbytes % MIB == 0 else f"{nbytes} bytes"
     return f"{devices} × {per}" if devices > 1 else f"1 GPU of {per}"
 
 
@@ -146,7 +146,7 @@ def _show(pynvml: Any, title: str, last_seen: int) -> None:
         mem = pynvml.nvmlDeviceGetMemoryInfo(h)
         util = pynvml.nvmlDeviceGetUtilizationRates(h)
         print(f"GPU {i}: {pynvml.nvmlDeviceGetName(h)}  {pynvml.nvmlDeviceGetUUID(h)}")
-        print(f"  memory used {mem.used // MiB} MiB of {mem.total // MiB} MiB; "
+        print(f"  memory used {mem.used // MIB} MiB of {mem.total // MIB} MiB; "
               f"utilization {util.gpu}% (last second)")
         procs = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
         try:
@@ -157,8 +157,8 @@ def _show(pynvml: Any, title: str, last_seen: int) -> None:
         if not procs:
             print("  processes: none")
         for p in procs:
-            print(f"  process {p.pid}: {p.usedGpuMemory // MiB} MiB "
-                  f"(incl. {SIM_CTX_OVERHEAD // MiB} MiB simulated context), "
+            print(f"  process {p.pid}: {p.usedGpuMemory // MIB} MiB "
+                  f"(incl. {SIM_CTX_OVERHEAD // MIB} MiB simulated context), "
                   f"SM {samples.get(p.pid, 0)}%")
 
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Literal
 
+from policy.units import MIB
+
 __all__ = [
     "MIB",
     "Action",
@@ -22,7 +24,6 @@ __all__ = [
     "Workload",
 ]
 
-MIB = 1 << 20
 
 Action = Literal["alert", "terminate", "kill"]
 AlertSeverity = Literal["info", "warning", "critical"]

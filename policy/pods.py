@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from fractions import Fraction
 
+from gpuwarden.quantity import QuantityError, parse_quantity
 from gpuwarden.resources import ResourceNames
 from policy.model import ResourceRequest, Workload
 
@@ -54,19 +54,19 @@ def _str_map(value: object, where: str) -> dict[str, str]:
 # The API server stores whole-number quantities in canonical form with decimal suffixes (30000 is
 # read back as "30k", 2000000 as "2M"); binary suffixes (3Gi) are refused for these counts: a
 # gpumem of "3Gi" would mean 3 * 2^30 MiB, never what was meant.
-_SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
-_QUANTITY = re.compile(r"^(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d{1,2})|([kMGTPE]))?$")
+_NOT_A_COUNT_SUFFIX = re.compile(r"(?:[KMGTPE]i|[num])$")  # binary, or below one (2000m)
 
 
 def _quantity(text: str) -> int | None:
-    """A decimal Kubernetes quantity that is a whole number ("30k", "1e3", "40"), else None."""
-    m = _QUANTITY.match(text.strip())
-    if m is None:
+    """A decimal Kubernetes quantity that is a whole, non-negative number ("30k", "1e3", "40"),
+    else None (gpuwarden.quantity reads it)."""
+    if _NOT_A_COUNT_SUFFIX.search(text.strip()):
         return None
-    whole, frac, power, suffix = m.groups()
-    scale = Fraction(10) ** int(power) if power else Fraction(_SUFFIX[suffix or ""])
-    value = Fraction(int(whole + (frac or "")), 10 ** len(frac or "")) * scale
-    return int(value) if value.denominator == 1 else None
+    try:
+        value = parse_quantity(text, "")
+    except QuantityError:
+        return None
+    return int(value) if value.denominator == 1 and value >= 0 else None
 
 
 def _int(value: object, where: str, low: int, high: int, what: str) -> int:

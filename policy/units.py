@@ -20,8 +20,11 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from gpuwarden.resources import MIB
+
 __all__ = [
     "DURATION_UNITS",
+    "MIB",
     "SIZE_UNITS",
     "Memory",
     "UnitError",
