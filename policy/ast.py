@@ -37,7 +37,6 @@ def _typed_eq(cls: type[_T]) -> type[_T]:
 
 __all__ = [
     "BOOLEAN_OPS",
-    "LEAVES",
     "Admission",
     "And",
     "Assign",
@@ -156,7 +155,6 @@ class Or(NamedTuple):
 Expr = Compare | In | Has | Not | And | Or
 # For isinstance in hot paths (a tuple is faster than building a union at each call).
 BOOLEAN_OPS = (And, Or)
-LEAVES = (Compare, In, Has)
 
 
 # ---- statements inside a block

@@ -250,7 +250,7 @@ class _Evaluation:
             above = exceeds(mem, cap, self.workload.node_labels.get(NODE_LABEL_GPU_MEMORY))
             if above is None:
                 # Units differ and the GPU size is unknown here: the cap travels with the rule
-                # and memory_limit_bytes applies it on the node.
+                # and gpuwarden.limit.memory_limit applies it on the node.
                 rule = hit[0]
                 if cap.kind == "mib":
                     cap_mib = cap.amount

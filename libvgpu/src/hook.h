@@ -6,8 +6,6 @@
 
 #include "real.h"
 
-#define VGPU_EXPORT __attribute__((visibility("default")))
-
 /* For code that sanitizer runtimes may reach through dlsym while they initialize (before their
  * shadow memory exists): never instrumented, in the `asan` build. */
 #define VGPU_NO_SANITIZE __attribute__((no_sanitize_address, no_sanitize("undefined")))

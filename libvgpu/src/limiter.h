@@ -1,5 +1,7 @@
 /* The compute controller, pure: no CUDA, no clock, no I/O.  Every function takes the time it
  * needs as an argument so tests drive it with a fake clock (tests/compute/limiter_driver.c).
+ * Its functions are `lim_`-prefixed, not `vgpu_` like the rest of libvgpu/src: the prefix marks
+ * what is pure and linked into the test driver alone; all are hidden (-fvisibility=hidden).
  *
  *  - pacer:     a GCRA ("virtual scheduling") pacer over estimated GPU time.  One 64-bit word
  *               (the theoretical arrival time) lives in the container's shared region, so every
