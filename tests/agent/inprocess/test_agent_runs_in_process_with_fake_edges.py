@@ -309,6 +309,18 @@ def admit(agent: Agent, root: subprocess.Popen[bytes], namespace: str) -> dict[s
     return answer
 
 
+def admit_and_fork(machine: Machine, agent: Agent, root: subprocess.Popen[bytes]
+                   ) -> tuple[dict[str, Any], subprocess.Popen[bytes]]:
+    """`root` admitted in namespace default, and a worker it forks (with the env the admission
+    gave), once the agent attached it to the workload."""
+    answer = admit(agent, root, "default")
+    worker = machine.process(answer["env"])
+    machine.procevents.fork(root.pid, worker.pid)
+    run_until(agent, lambda: agent.table.owner.get(Pid(worker.pid)) == answer["wid"],
+              "the forked process is attached to the workload")
+    return answer, worker
+
+
 def of(events: list[dict[str, Any]], wid: str, **match: object) -> list[dict[str, Any]]:
     return [e for e in events if e.get("workload", {}).get("id") == wid
             and all(e.get(k) == v for k, v in match.items())]
@@ -322,12 +334,8 @@ def test_a_forked_process_over_its_limit_is_terminated_and_its_exit_ends_the_wor
         assert agent.sources.procevents is machine.procevents
         assert machine.nvml.initialised and [d.uuid for d in agent.sources.devices] == [GPU]
         root = machine.process()  # the `gpuwarden run` that asked for admission
-        answer = admit(agent, root, "default")
+        answer, worker = admit_and_fork(machine, agent, root)
         wid = answer["wid"]
-        worker = machine.process(answer["env"])
-        machine.procevents.fork(root.pid, worker.pid)
-        run_until(agent, lambda: agent.table.owner.get(Pid(worker.pid)) == wid,
-                  "the forked process is attached to the workload")
 
         run_until(agent, lambda: any(r.used == {"shim": 0, "ebpf": 0, "nvml": 0}
                                      for r in agent.view.rows if r.gpu == GPU),
@@ -411,12 +419,8 @@ def test_a_restarted_agent_finds_the_process_by_its_workload_marker(machine: Mac
     agent = machine.agent()
     try:
         root = machine.process()
-        answer = admit(agent, root, "default")
+        answer, worker = admit_and_fork(machine, agent, root)
         wid = answer["wid"]
-        worker = machine.process(answer["env"])
-        machine.procevents.fork(root.pid, worker.pid)
-        run_until(agent, lambda: agent.table.owner.get(Pid(worker.pid)) == wid,
-                  "the forked process is attached to the workload")
     finally:
         agent.close()
     root.kill()  # while no agent runs: only the marker can tell whose the worker is
@@ -473,12 +477,8 @@ def test_a_dead_process_slot_in_an_overwritten_region_is_reported_not_fatal(
     agent = machine.agent()
     try:
         root = machine.process()
-        answer = admit(agent, root, "default")
+        answer, worker = admit_and_fork(machine, agent, root)
         wid = answer["wid"]
-        worker = machine.process(answer["env"])
-        machine.procevents.fork(root.pid, worker.pid)
-        run_until(agent, lambda: agent.table.owner.get(Pid(worker.pid)) == wid,
-                  "the forked process is attached to the workload")
         region = Path(answer["env"]["CUDA_DEVICE_MEMORY_SHARED_CACHE"])
         corrupt(region)
         worker.kill()
