@@ -28,20 +28,23 @@ def compile_c(
     link_cuda: bool = False,
     extra_flags: Sequence[str] = (),
     name: str | None = None,
+    sources: Sequence[Path] = (),
+    libs: Sequence[str] = (),
 ) -> Path:
-    """Compile `src` into out_dir/<name> (default: the source's stem); raises RuntimeError with
-    the compiler's output."""
+    """Compile `src` (and `sources`, linked with it) into out_dir/<name> (default: the source's
+    stem); raises RuntimeError with the compiler's output."""
     cc = shutil.which("cc")
     if cc is None:
         raise RuntimeError("no C compiler (`cc`) on PATH; scripts/setup.sh installs one")
     out_dir.mkdir(parents=True, exist_ok=True)
     exe = out_dir / (name or src.stem)
-    cmd = [cc, *CFLAGS, f"-I{INCLUDE}", f"-I{src.parent}", *extra_flags, str(src), "-o", str(exe)]
+    cmd = [cc, *CFLAGS, f"-I{INCLUDE}", f"-I{src.parent}", *extra_flags, str(src),
+           *map(str, sources), "-o", str(exe)]
     if link_cuda:
         from libvgpu.paths import sim_lib_dir
 
         cmd += [f"-L{sim_lib_dir()}", "-lcuda"]
-    cmd += ["-ldl"]
+    cmd += [*libs, "-ldl"]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"compiling {src} failed:\n$ {' '.join(cmd)}\n{done.stderr}")

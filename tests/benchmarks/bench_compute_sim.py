@@ -23,15 +23,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
 
 from libvgpu.paths import shim_path, sim_lib_dir  # noqa: E402
 
 
 def build(tmp: Path, src: Path) -> Path:
-    exe = tmp / src.stem
-    subprocess.run(["cc", "-O2", "-std=c11", "-D_GNU_SOURCE", f"-I{REPO / 'libvgpu/include'}",
-                    str(src), "-ldl", "-o", str(exe)], check=True)
-    return exe
+    from cprog import compile_c  # tests/: on sys.path below
+
+    return compile_c(src, tmp, extra_flags=["-O2"])
 
 
 def env(tmp: Path, name: str, preload: bool = True, **extra: str) -> dict[str, str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -37,13 +36,10 @@ class Driver:
 
 @pytest.fixture(scope="session")
 def limiter_driver(tmp_path_factory: pytest.TempPathFactory) -> Driver:
-    cc = shutil.which("cc") or shutil.which("gcc")
-    assert cc, "a C compiler (cc) is needed to build tests/compute/limiter_driver.c"
-    exe = tmp_path_factory.mktemp("compute") / "limiter_driver"
-    cmd = [cc, *CFLAGS, f"-I{SRC}", str(SRC / "limiter.c"), str(HERE / "limiter_driver.c"),
-           "-lm", "-o", str(exe)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    assert done.returncode == 0, f"{' '.join(cmd)}\n{done.stderr}"
+    from cprog import compile_c
+
+    exe = compile_c(HERE / "limiter_driver.c", tmp_path_factory.mktemp("compute"),
+                    extra_flags=[*CFLAGS, f"-I{SRC}"], sources=[SRC / "limiter.c"], libs=["-lm"])
     return Driver(exe)
 
 
@@ -96,14 +92,10 @@ def loop_exe(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from libvgpu.paths import shim_path, sim_lib_dir
 
     shim_path(), sim_lib_dir()  # a clear error when `make -C libvgpu` was not run
-    cc = shutil.which("cc") or shutil.which("gcc")
-    assert cc, "a C compiler (cc) is needed to build tests/compute/progs/launch_loop.c"
-    exe = tmp_path_factory.mktemp("compute-progs") / "launch_loop"
-    cmd = [cc, *CFLAGS, f"-I{REPO / 'libvgpu' / 'include'}", str(HERE / "progs" / "launch_loop.c"),
-           "-ldl", "-o", str(exe)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    assert done.returncode == 0, f"{' '.join(cmd)}\n{done.stderr}"
-    return exe
+    from cprog import compile_c
+
+    return compile_c(HERE / "progs" / "launch_loop.c", tmp_path_factory.mktemp("compute-progs"),
+                     extra_flags=CFLAGS)
 
 
 @pytest.fixture

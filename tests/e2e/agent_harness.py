@@ -58,12 +58,9 @@ rule "sandbox" {
 
 
 def build_gpu_job(out_dir: Path) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    exe = out_dir / "gpu_job"
-    subprocess.run(["cc", "-std=c11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror",
-                    f"-I{REPO / 'libvgpu' / 'include'}", str(GPU_JOB_SRC), "-ldl", "-o",
-                    str(exe)], check=True)
-    return exe
+    from cprog import compile_c
+
+    return compile_c(GPU_JOB_SRC, out_dir, name="gpu_job")
 
 
 class AgentProc:

@@ -273,10 +273,7 @@ def test_a_process_allocating_around_libvgpu_in_a_claim_is_killed_at_its_slice(
     """The agent (eBPF on) judges a DRA container by its claim: 640 MiB through the shim, then
     960 MiB around it on a 1 GiB claim, and the allocation that passes the slice never
     returns."""
-    exe = tmp_path / "alloc_around_shim"
-    subprocess.run(["cc", "-std=c11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror",
-                    f"-I{REPO / 'libvgpu' / 'include'}", str(AROUND_C), "-ldl", "-o", str(exe)],
-                   check=True)
+    exe = compile_c(AROUND_C, tmp_path, name="alloc_around_shim")
     image = k8s_node.import_image(images.build_image(
         tmp_path / "img", "gpuwarden.test/dra-around:1", {"/app/around": exe}))
     (tmp_path / "policy.gwp").write_text(KILL_POLICY)
