@@ -95,7 +95,8 @@ def test_quantities_as_the_api_server_returns_them_are_read(text: str, mib: int)
     assert w.workload.request.gpumem_mib == mib
 
 
-@pytest.mark.parametrize("text", ["1.5", "3Gi", "2000m", "1e-3", "k"])
+@pytest.mark.parametrize("text", ["1.5", "3Gi", "2000m", "1e-3", "k", "1e999", "1e99999999",
+                                  "1" * 5000])
 def test_fractional_or_binary_quantities_are_refused(text: str) -> None:
     with pytest.raises(PodError, match="must be a whole number of MiB"):
         workloads_from_manifest(pod({"limits": {"nvidia.com/gpumem": text}}), "p")
