@@ -25,7 +25,19 @@
                                     * inside the call (CUDA's lazy loading, ms), which is no
                                     * measure of the kernel */
 
-_Static_assert(SAMPLE_EVERY == 1u << LIM_SAMPLE_BITS, "lim_sample_due picks 1 in SAMPLE_EVERY");
+_Static_assert(SAMPLE_EVERY == 2u * LIM_SAMPLE_GAP_MIN, "lim_sample_due: a gap of ~SAMPLE_EVERY");
+
+/* lim_sample_due over the device's count of known launches (threads racing here may both
+ * measure: harmless). */
+static int sample_due(struct vgpu_cdev *c)
+{
+    uint64_t next = LD(&c->next_sample);
+
+    if (!lim_sample_due(ADD(&c->nlaunch, 1u), &next))
+        return 0;
+    ST(&c->next_sample, next);
+    return 1;
+}
 
 static uint64_t add_waited(struct vgpu_cdev *c, uint64_t from)
 {
@@ -180,7 +192,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
     /* ... and whenever QUEUE_NS / 4 of estimated work went by unmeasured: the queue bound
      * counts what is outstanding from the newest finished measurement, so a coarser grain
      * would drain the queue (and idle the GPU) before the bound lets a launch go */
-    want_sample = known < (int)YOUNG_SAMPLES || lim_sample_due(ADD(&c->nlaunch, 1u)) ||
+    want_sample = known < (int)YOUNG_SAMPLES || sample_due(c) ||
                   LD(&c->submitted) - LD(&c->sampled_at) >= QUEUE_NS / 4u;
     if (!want_sample)
         return;

@@ -261,13 +261,17 @@ uint64_t lim_lowest(const uint64_t *v, uint32_t n)
     return low;
 }
 
-int lim_sample_due(uint64_t n)
+int lim_sample_due(uint64_t n, uint64_t *next)
 {
     uint64_t z = n * 0x9E3779B97F4A7C15ull; /* splitmix64's finaliser: no stride survives it */
+
+    if (n < *next)
+        return 0;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     z ^= z >> 31;
-    return z >> (64u - LIM_SAMPLE_BITS) == 0;
+    *next = n + LIM_SAMPLE_GAP_MIN + (z >> 59); /* 16 + [0, 32): 16..47, mean 31.5 */
+    return 1;
 }
 
 uint64_t lim_cost_estimate(const struct lim_cost_table *t, uint64_t key, int *known,

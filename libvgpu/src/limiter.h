@@ -228,14 +228,17 @@ uint64_t lim_cost_estimate(const struct lim_cost_table *t, uint64_t key, int *kn
 uint32_t lim_cost_sample(struct lim_cost_table *t, uint64_t key, uint64_t sample_ns, uint32_t mhz,
                          uint32_t sat_mhz);
 
-/* Whether the n-th launch of a known signature is measured: one in 2^LIM_SAMPLE_BITS, picked by
- * a hash of n (splitmix64's finaliser) rather than n % 2^LIM_SAMPLE_BITS.  A model
- * launches the same cycle of kernels over and over, and a fixed stride measures only the few
- * positions of the cycle it aliases with (H200, a batch-1 encoder of 80 launches a forward: 5 of
- * 80 positions, so kernels whose first sample held their lazy module loading's 2.4 ms were
- * charged it for good, and the encoder ran at 5 % of its speed under a 30 % limit). */
-#define LIM_SAMPLE_BITS 5u
-int lim_sample_due(uint64_t n);
+/* Whether the n-th launch of a known signature is measured, `*next` being the one due (0 at the
+ * start); when it is, *next moves on by a gap of 16 to 47 launches drawn from a hash of n
+ * (splitmix64's finaliser): one launch in ~32, never two close together (each measurement costs
+ * two cuEventRecord), and no fixed stride.  A model launches the same cycle of kernels over and
+ * over, and `n % 32` measured only the few positions of the cycle it aliased with (H200, a
+ * batch-1 encoder of 80 launches a forward: 5 of 80 positions, so kernels whose first sample held
+ * their lazy module loading's 2.4 ms were charged it for good, and the encoder ran at 5 % of its
+ * speed under a 30 % limit).  A fully random 1 in 32 measured ~35 % more often through its
+ * clusters and long gaps (the gate measures after 0.5 ms unmeasured). */
+#define LIM_SAMPLE_GAP_MIN 16u
+int lim_sample_due(uint64_t n, uint64_t *next);
 
 /* Smallest of n (<= LIM_COST_SAMPLES) values, 0 for none. */
 uint64_t lim_lowest(const uint64_t *v, uint32_t n);

@@ -254,12 +254,12 @@ int main(int argc, char **argv)
     if (argc >= 3 && strcmp(argv[1], "cost") == 0)
         return cmd_cost(argc - 2, argv + 2);
     if (argc == 4 && strcmp(argv[1], "sampled") == 0) {
-        uint64_t cycle = arg_u64(argv[2]), n = arg_u64(argv[3]), i, hit = 0, where = 0;
+        uint64_t cycle = arg_u64(argv[2]), n = arg_u64(argv[3]), i, hit = 0, where = 0, next = 0;
         static unsigned char seen[4096];
         if (cycle == 0 || cycle > sizeof seen)
             return 2;
         for (i = 1; i <= n; i++) {
-            if (!lim_sample_due(i))
+            if (!lim_sample_due(i, &next))
                 continue;
             hit++;
             if (!seen[i % cycle]) {
