@@ -259,6 +259,10 @@ class MetricsServer:
             """At most 32 connections at once, 8 per client address (agent.bounded)."""
 
             max_connections, max_per_peer = 32, 8
+            # a burst of connections waits in the kernel's queue, not in SYN retransmits (1 s, 3 s:
+            # socketserver's default backlog of 5 dropped a flood's SYNs, so it took seconds to
+            # be refused, and the 5-s idle timeout freed slots for it meanwhile)
+            request_queue_size = 128
 
             def peer(self, request: Any, client_address: Any) -> Any:
                 return client_address[0]

@@ -35,10 +35,11 @@ def test_a_flood_of_idle_connections_gets_no_thread_each() -> None:
     try:
         assert flood.stdout is not None and flood.stdout.readline().strip() == "ready"
         deadline = time.monotonic() + 10
-        while srv.httpd.busy_total < 150 and time.monotonic() < deadline:
+        while srv.httpd.busy_total < 192 and time.monotonic() < deadline:
             time.sleep(0.01)
-        # one address: 8 served at a time (each closed after 5 s idle), the rest refused
-        assert srv.httpd.busy_total >= 150
+        # one address: 8 served at a time (each closed after 5 s idle), the other 192 refused
+        # (184: a slot freed by the idle timeout on a machine so slow the flood took > 5 s)
+        assert srv.httpd.busy_total >= 184
         assert threading.active_count() <= before + 8
     finally:
         flood.communicate("")
