@@ -263,10 +263,11 @@ uint64_t lim_lowest(const uint64_t *v, uint32_t n)
 
 int lim_sample_due(uint64_t n, uint64_t *next)
 {
-    uint64_t z = n * 0x9E3779B97F4A7C15ull; /* splitmix64's finaliser: no stride survives it */
+    uint64_t z;
 
-    if (n < *next)
+    if (n < *next) /* the common case: one compare */
         return 0;
+    z = n * 0x9E3779B97F4A7C15ull; /* splitmix64's finaliser: no stride survives it */
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     z ^= z >> 31;
