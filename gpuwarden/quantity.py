@@ -35,8 +35,8 @@ def parse_quantity(text: Any, where: str) -> Fraction:
     s = text.strip() if isinstance(text, str) else ""
     m = _QTY.match(s) if 0 < len(s) <= _MAX_LEN else None
     if m is None:
-        shown = repr(text) if not isinstance(text, str) or len(text) <= _MAX_LEN else \
-            f"{text[:_MAX_LEN]!r}... ({len(text)} characters)"
+        long = isinstance(text, str) and len(text) > _MAX_LEN
+        shown = f"{text[:_MAX_LEN]!r}... ({len(text)} characters)" if long else repr(text)
         raise QuantityError(f"{where}: {shown} is not a Kubernetes quantity (e.g. 1Gi, 500Mi, "
                             f"10; at most {_MAX_LEN} characters, exponents of two digits)")
     number, suffix = Fraction(m.group(1)), m.group(2) or ""
