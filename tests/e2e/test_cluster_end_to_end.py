@@ -363,8 +363,10 @@ def test_a_pod_asking_1000_mib_is_placed_and_gets_out_of_memory_beyond_it(
     got = dict(line.split("=", 1) for line in pod_output(stack, "holder").split())
     assert got["nvml_total"] == got["cuda_total"] == str(1000 * MIB), got
     assert got["alloc_within"] == "0" and got["alloc_beyond"] == "2", got  # OUT_OF_MEMORY
-    live = stack.core().read_namespaced_pod("holder", stack.namespace)
-    assert live.spec.node_name == stack.node.name and live.status.phase == "Running"
+    # the container's output can reach the log before the kubelet reports the pod Running
+    live = wait_for(lambda: (p := stack.core().read_namespaced_pod("holder", stack.namespace))
+                    .status.phase == "Running" and p, 30, "the holder reported Running")
+    assert live.spec.node_name == stack.node.name
     assignment = json.loads(live.metadata.annotations["gpuwarden.io/assignment"])
     assert assignment["containers"][0]["devices"][0]["memoryMiB"] == 1000
     assert stack.agent is not None
