@@ -44,6 +44,8 @@ struct vgpu_cpend {
     uint32_t chained; /* the queue was busy when `start` was recorded */
     uint32_t live;
     uint64_t launched; /* CLOCK_MONOTONIC of the launch: its clock tag reads from there on */
+    uint64_t provisional_ns;  /* vgpu_gate's: a launch of unknown cost's charge, to settle */
+    uint32_t provisional_pct; /* ... at this limit, 0 none */
 };
 
 /* One CUDA device of the process. */

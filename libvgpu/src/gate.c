@@ -103,21 +103,24 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
                     struct vgpu_capture_mode *m)
 {
     struct vgpu_cdev *c = &vgpu_cs.dev[d];
-    uint64_t est, raw = 0, wait, outstanding;
+    uint64_t est, raw = 0, wait, outstanding, queued;
     uint32_t limit;
     int known = 0; /* the samples the signature has, up to LIM_COST_SAMPLES */
     int want_sample;
     int bounded;
 
     est = lim_cost_estimate(&vgpu_cs.costs, key, &known, &raw);
-    wait = must_wait(c, now, known ? est : HORIZON_UNKNOWN_NS);
+    /* the work the launch queues, as neighbours and the low queue see it: a launch of unknown
+     * cost counts as HORIZON_UNKNOWN_NS at least (its charge, the running mean, may be 0) */
+    queued = known || est > HORIZON_UNKNOWN_NS ? est : HORIZON_UNKNOWN_NS;
+    wait = must_wait(c, now, queued);
     if (wait != 0) {
         if (vgpu_cs.proc != NULL)
             ST(&vgpu_cs.proc->compute.yielding, 1u);
         do {
             __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
             vgpu_cs_sleep_until(wait); /* a claim's end, or the short queue's */
-            wait = must_wait(c, vgpu_compute_now(), known ? est : HORIZON_UNKNOWN_NS);
+            wait = must_wait(c, vgpu_compute_now(), queued);
         } while (wait != 0);
         if (vgpu_cs.proc != NULL)
             ST(&vgpu_cs.proc->compute.yielding, 0u);
@@ -171,15 +174,20 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
                 now = wait_turn(c, charge, now);
         }
         ADD(&c->blk->charged_ns, raw); /* as measured: the busy feedback compares it with NVML */
+        if (!known) { /* a provisional charge: settled when its measurement is read */
+            g->provisional_ns = charge;
+            g->provisional_pct = limit;
+        }
     }
     g->est = est;
     {
         /* The busy horizon tells neighbours this process still has work queued (a process
          * waiting in a synchronize is active as long as its GPU work runs).  A launch of unknown
-         * cost counts as HORIZON_UNKNOWN_NS: better a neighbour yields a little long than a
-         * starting high-priority job is seen idle while its first kernels wait. */
+         * cost counts as HORIZON_UNKNOWN_NS at least (`queued`): better a neighbour yields a
+         * little long than a starting high-priority job is seen idle while its first kernels
+         * wait. */
         uint64_t hz = LD(&c->horizon);
-        hz = (hz > now ? hz : now) + (known ? est : HORIZON_UNKNOWN_NS);
+        hz = (hz > now ? hz : now) + queued;
         ST(&c->horizon, hz);
         /* a high one tells its low neighbours at once how long it keeps the GPU busy: its
          * estimated work, plus the lows' short queue (LIM_LOW_QUEUE_NS) that may run ahead of it */

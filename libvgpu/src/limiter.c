@@ -45,6 +45,23 @@ uint64_t lim_pacer_book_bursty(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns,
     return base > now_ns + tolerance_ns ? base - now_ns : 0;
 }
 
+void lim_pacer_settle(uint64_t *tat, uint64_t charged_ns, uint64_t cost_ns, uint32_t limit_pct)
+{
+    uint64_t paid = lim_pacer_increment(charged_ns, limit_pct);
+    uint64_t owed = lim_pacer_increment(cost_ns, limit_pct);
+    uint64_t old = __atomic_load_n(tat, __ATOMIC_RELAXED), next;
+
+    if (limit_pct == 0 || paid == owed)
+        return;
+    do {
+        if (owed > paid)
+            next = old + (owed - paid) < old ? UINT64_MAX / 4u : old + (owed - paid);
+        else
+            next = old > paid - owed ? old - (paid - owed) : 0;
+    } while (!__atomic_compare_exchange_n(tat, &old, next, 1, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+}
+
 /* ---- turns ----------------------------------------------------------------------------------- */
 
 uint32_t lim_turn_class(uint64_t longest_ns, uint32_t limit_pct)

@@ -95,6 +95,15 @@ void vgpu_measure_poll_locked(struct vgpu_cdev *c)
             }
             lim_cost_sample(&vgpu_cs.costs, p->key, ns, clock_tag(c, p->launched),
                             LD(&c->ref_mhz));
+            if (p->provisional_pct != 0) {
+                /* charged the running mean at launch: pay (or get back) the difference from
+                 * what its signature is estimated at now */
+                int known = 0;
+                uint64_t est = lim_cost_estimate(&vgpu_cs.costs, p->key, &known, NULL);
+                if (known)
+                    lim_pacer_settle(&c->blk->tat_ns, p->provisional_ns,
+                                     lim_scale_cost(est, LD(&c->scale_ppm)), p->provisional_pct);
+            }
         }
         if (p->mark > LD(&c->completed))
             ST(&c->completed, p->mark);
@@ -138,6 +147,8 @@ void vgpu_measure_start(struct vgpu_cdev *c, struct vgpu_gate *g, uint64_t key, 
             p->key = key;
             p->live = 1;
             p->launched = vgpu_compute_now();
+            p->provisional_ns = g->provisional_ns;
+            p->provisional_pct = g->provisional_pct;
             p->due = LD(&c->horizon);
             ST(&c->sampled_at, LD(&c->submitted));
             g->sample = (int)i;
@@ -159,6 +170,9 @@ void vgpu_measure_start(struct vgpu_cdev *c, struct vgpu_gate *g, uint64_t key, 
             p->chained = 1; /* a full ring: the stream has work ahead */
             p->key = key;
             p->launched = vgpu_compute_now();
+            /* the launch it moved from stays as charged */
+            p->provisional_ns = g->provisional_ns;
+            p->provisional_pct = g->provisional_pct;
             p->due = LD(&c->horizon);
             ST(&c->sampled_at, LD(&c->submitted));
             g->sample = (int)i;

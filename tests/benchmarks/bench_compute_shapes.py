@@ -437,6 +437,7 @@ COLD = (
     (Shape("mm", 32768, sync=1), 70),
     (Shape("mm", 1024, sync=1), 30),  # launch-bound: alone it stays below the limit
     (Shape("model", 1, seq=64), 30),
+    (Shape("model", 8, seq=512), 50),  # samples under NVML's busy time until the feedback acts
 )
 COLD_PHASES = ((0.0, 1.0), (1.0, 2.0), (2.0, 4.0))  # seconds after the first step
 

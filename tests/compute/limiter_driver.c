@@ -30,6 +30,7 @@
  *                                          (prints lim_turn_wait; the period defaults to 40 ms)
  *   limiter_driver turnclass LONGEST_NS LIMIT   (prints lim_turn_class)
  *   limiter_driver lowqueue QUEUED_NS COST_NS BOUND_NS   (prints lim_low_queue_wait)
+ *   limiter_driver settle TAT_NS CHARGED_NS COST_NS LIMIT   (prints tat after lim_pacer_settle)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -304,6 +305,12 @@ int main(int argc, char **argv)
     if (argc == 5 && strcmp(argv[1], "lowqueue") == 0) {
         printf("%llu\n", (unsigned long long)lim_low_queue_wait(arg_u64(argv[2]), arg_u64(argv[3]),
                                                                arg_u64(argv[4])));
+        return 0;
+    }
+    if (argc == 6 && strcmp(argv[1], "settle") == 0) {
+        uint64_t tat = arg_u64(argv[2]);
+        lim_pacer_settle(&tat, arg_u64(argv[3]), arg_u64(argv[4]), (uint32_t)arg_u64(argv[5]));
+        printf("%llu\n", (unsigned long long)tat);
         return 0;
     }
     fprintf(stderr, "usage: see the comment at the top of limiter_driver.c\n");

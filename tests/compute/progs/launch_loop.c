@@ -9,6 +9,8 @@
  *   Launches back to back for SECONDS, synchronising every 64 launches like a real application's
  *   occasional sync, then prints one line of key=value pairs:
  *     share       GPU time of its kernels / wall time, from 1 s after start to the end
+ *     first_share GPU time of the kernels launched in the first second / the wall time from
+ *                 the first launch to the end of the synchronisation at 1 s (a cold start)
  *     rate        launches per second over the same time
  *     launches    launches made
  *   LAUNCH_LOOP_SYNC=N synchronises every N launches instead (0: only at 1 s and at the end);
@@ -320,6 +322,8 @@ int main(int argc, char **argv)
         double busy = (double)(n - n1) * (double)per_launch_us * 1e3 * scale;
         double share = t1 ? busy / (double)(end - t1) : 0.0;
         double rate = t1 ? (double)(n - n1) * 1e9 / (double)(end - t1) : 0.0;
+        double first_share = t1 && first ? (double)n1 * (double)per_launch_us * 1e3 * scale /
+                                           (double)(t1 - t0) : 0.0;
         if (cpu_calls != 0)
             printf("call_ns=%.1f ", (double)cpu_in_calls / (double)cpu_calls);
         if (nwaits != 0) {
@@ -327,6 +331,7 @@ int main(int argc, char **argv)
             printf("start_p50_us=%.1f start_p99_us=%.1f start_max_us=%.1f starts=%zu ",
                    waits[nwaits / 2], waits[(nwaits * 99) / 100], waits[nwaits - 1], nwaits);
         }
+        printf("first_share=%.4f ", first_share);
         printf("share=%.4f rate=%.1f launches=%llu first_ns=%llu last_ns=%llu\n", share, rate,
                (unsigned long long)n, (unsigned long long)first, (unsigned long long)last);
     }
