@@ -20,6 +20,8 @@
                                     * measurement costs two cuEventRecord (~1.1 us each on the
                                     * H200), which a launch-bound application pays */
 #define HORIZON_UNKNOWN_NS 1000000ull /* busy horizon of a launch whose cost is not known yet */
+#define PROVISIONAL_MAX 2u         /* paced launches of unknown cost measured and not read yet:
+                                    * one more waits for them */
 #define YOUNG_SAMPLES  4u          /* a signature is measured on every launch until it has this
                                     * many samples: its first launch may have loaded its module
                                     * inside the call (CUDA's lazy loading, ms), which is no
@@ -143,14 +145,35 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
         outstanding = LD(&c->submitted) - LD(&c->completed);
     }
 
+    /* A paced launch of unknown cost is charged provisionally (settled when its measurement is
+     * read, measure.c): no more than PROVISIONAL_MAX of them in flight, so that a loop that never
+     * synchronises cannot queue the driver's whole queue before the pacer knows the cost; once
+     * one is back, this signature's cost may be known. */
+    if (limit != 0 && !known && LD(&c->provisional) >= PROVISIONAL_MAX) {
+        uint64_t from = now;
+        while (LD(&c->provisional) >= PROVISIONAL_MAX && LD(&c->count) > 0) {
+            __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
+            vgpu_cs_sleep_until(vgpu_compute_now() + 100000u);
+            vgpu_measure_poll_due(c, 0, 1, m);
+        }
+        est = lim_cost_estimate(&vgpu_cs.costs, key, &known, &raw);
+        queued = known || est > HORIZON_UNKNOWN_NS ? est : HORIZON_UNKNOWN_NS;
+        add_waited(c, from);
+        now = vgpu_compute_now();
+    }
+
     if (limit != 0) {
         /* Charged: the GPU time the launch would take on the saturated GPU (the estimate, DVFS
          * corrected sample by sample) times the busy feedback. */
         uint64_t charge = lim_scale_cost(est, LD(&c->scale_ppm));
         uint64_t turn = LD(&c->turn), longest = LD(&c->longest);
         int turns = turn != 0;
-        /* the longest recent kernel sets the turn period class; it decays by 1/1024 a launch */
-        ST(&c->longest, charge > longest ? charge : longest - longest / 1024u);
+        /* the longest recent kernel sets the turn period class; it decays by 1/1024 a launch.
+         * A young signature's estimate does not raise it: its first sample may hold the
+         * module's loading (a longer period for seconds: 500-us kernels of two paced containers
+         * lost their disjoint windows for ~2 s on the sim after one such sample) */
+        ST(&c->longest, charge > longest && known >= (int)YOUNG_SAMPLES ? charge
+                        : longest - longest / 1024u);
         if (turns) {
             /* Taking turns: the window holds the share; the pacer, with a period of credit,
              * only keeps the long-run share of kernels longer than the window. */

@@ -105,6 +105,8 @@ void vgpu_measure_poll_locked(struct vgpu_cdev *c)
                                      lim_scale_cost(est, LD(&c->scale_ppm)), p->provisional_pct);
             }
         }
+        if (p->provisional_pct != 0)
+            ST(&c->provisional, c->provisional - 1u);
         if (p->mark > LD(&c->completed))
             ST(&c->completed, p->mark);
         pool_put(c, p->start);
@@ -149,6 +151,8 @@ void vgpu_measure_start(struct vgpu_cdev *c, struct vgpu_gate *g, uint64_t key, 
             p->launched = vgpu_compute_now();
             p->provisional_ns = g->provisional_ns;
             p->provisional_pct = g->provisional_pct;
+            if (p->provisional_pct != 0)
+                ST(&c->provisional, c->provisional + 1u);
             p->due = LD(&c->horizon);
             ST(&c->sampled_at, LD(&c->submitted));
             g->sample = (int)i;
@@ -171,8 +175,12 @@ void vgpu_measure_start(struct vgpu_cdev *c, struct vgpu_gate *g, uint64_t key, 
             p->key = key;
             p->launched = vgpu_compute_now();
             /* the launch it moved from stays as charged */
+            if (p->provisional_pct != 0)
+                ST(&c->provisional, c->provisional - 1u);
             p->provisional_ns = g->provisional_ns;
             p->provisional_pct = g->provisional_pct;
+            if (p->provisional_pct != 0)
+                ST(&c->provisional, c->provisional + 1u);
             p->due = LD(&c->horizon);
             ST(&c->sampled_at, LD(&c->submitted));
             g->sample = (int)i;
