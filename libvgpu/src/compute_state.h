@@ -95,6 +95,8 @@ struct vgpu_cdev {
     uint64_t min_cpu_ns; /* smallest CPU time of a sampled launch (rises by 1/256 a sample) */
     uint32_t provisional; /* measurements in the ring of paced launches of unknown cost (under
                            * `lock`; read without it) */
+    uint32_t stalled;     /* a wait for measured work gave up (gate.c, GPU_WAIT_MAX_NS): none
+                           * waits again until a measurement completes (atomic) */
     uint64_t nlaunch;     /* launches of known signatures */
     uint64_t next_sample; /* the one of them measured next (lim_sample_due) */
 };

@@ -6,6 +6,7 @@
 #include "compute.h"
 #include "compute_state.h"
 #include "limiter.h"
+#include "log.h"
 #include "measure.h"
 #include "node.h"
 #include "ticker.h"
@@ -22,12 +23,35 @@
 #define HORIZON_UNKNOWN_NS 1000000ull /* busy horizon of a launch whose cost is not known yet */
 #define PROVISIONAL_MAX 2u         /* paced launches of unknown cost measured and not read yet:
                                     * one more waits for them */
+#define GPU_WAIT_MAX_NS 1000000000ull /* the longest a launch waits for measured work to finish:
+                                    * work that waits for the host (a stream waiting on a value
+                                    * this thread writes after its next launch) would never */
 #define YOUNG_SAMPLES  4u          /* a signature is measured on every launch until it has this
                                     * many samples: its first launch may have loaded its module
                                     * inside the call (CUDA's lazy loading, ms), which is no
                                     * measure of the kernel */
 
 _Static_assert(SAMPLE_EVERY == 2u * LIM_SAMPLE_GAP_MIN, "lim_sample_due: a gap of ~SAMPLE_EVERY");
+
+/* One step of a wait for the device's measured work, begun at `from`: sleeps 100 us and polls
+ * the measurements.  Returns 0 (and marks the device stalled: no launch waits for measured work
+ * again until one completes) once the wait has lasted GPU_WAIT_MAX_NS, so that a launch never
+ * hangs on work that cannot finish before it. */
+static int await_measured(struct vgpu_cdev *c, uint64_t from, struct vgpu_capture_mode *m)
+{
+    uint64_t now = vgpu_compute_now();
+
+    if (now - from >= GPU_WAIT_MAX_NS) {
+        ST(&c->stalled, 1u);
+        vgpu_log(VGPU_LOG_INFO, "compute: measured work not finished %llu ms after a launch "
+                 "began waiting for it; launches go on without waiting until it does",
+                 (unsigned long long)(GPU_WAIT_MAX_NS / 1000000u));
+        return 0;
+    }
+    vgpu_cs_sleep_until(now + 100000u);
+    vgpu_measure_poll_due(c, 0, 1, m);
+    return 1;
+}
 
 /* lim_sample_due over the device's count of known launches (threads racing here may both
  * measure: harmless). */
@@ -139,22 +163,21 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
     outstanding = LD(&c->submitted) - LD(&c->completed);
     vgpu_measure_poll_due(c, now, bounded && outstanding > QUEUE_NS, m);
     outstanding = LD(&c->submitted) - LD(&c->completed);
-    while (bounded && outstanding > QUEUE_NS && LD(&c->count) > 0) {
-        vgpu_cs_sleep_until(vgpu_compute_now() + 100000u);
-        vgpu_measure_poll_due(c, 0, 1, m);
+    while (bounded && outstanding > QUEUE_NS && LD(&c->count) > 0 && !LD(&c->stalled) &&
+           await_measured(c, now, m))
         outstanding = LD(&c->submitted) - LD(&c->completed);
-    }
 
     /* A paced launch of unknown cost is charged provisionally (settled when its measurement is
      * read, measure.c): no more than PROVISIONAL_MAX of them in flight, so that a loop that never
      * synchronises cannot queue the driver's whole queue before the pacer knows the cost; once
      * one is back, this signature's cost may be known. */
-    if (limit != 0 && !known && LD(&c->provisional) >= PROVISIONAL_MAX) {
+    if (limit != 0 && !known && LD(&c->provisional) >= PROVISIONAL_MAX && !LD(&c->stalled)) {
         uint64_t from = now;
-        while (LD(&c->provisional) >= PROVISIONAL_MAX && LD(&c->count) > 0) {
+        while (LD(&c->provisional) >= PROVISIONAL_MAX && LD(&c->count) > 0 &&
+               !LD(&c->stalled)) {
             __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
-            vgpu_cs_sleep_until(vgpu_compute_now() + 100000u);
-            vgpu_measure_poll_due(c, 0, 1, m);
+            if (!await_measured(c, from, m))
+                break;
         }
         est = lim_cost_estimate(&vgpu_cs.costs, key, &known, &raw);
         queued = known || est > HORIZON_UNKNOWN_NS ? est : HORIZON_UNKNOWN_NS;

@@ -107,6 +107,7 @@ void vgpu_measure_poll_locked(struct vgpu_cdev *c)
         }
         if (p->provisional_pct != 0)
             ST(&c->provisional, c->provisional - 1u);
+        ST(&c->stalled, 0u); /* the GPU made progress */
         if (p->mark > LD(&c->completed))
             ST(&c->completed, p->mark);
         pool_put(c, p->start);

@@ -69,7 +69,7 @@ def test_the_70_container_takes_the_gpu_while_the_30_idles_and_gives_it_back(
     print(f"the 70 container at >= 90 % {taken_ns / 1e6:.0f} ms after the 30 one's last launch; "
           f"bins: {[round(s, 2) for _, s in bins]}")
     assert taken_ns <= 200_000_000, bins  # the target is 1 s; the mechanism needs ~60 ms
-    assert sum(rest) / len(rest) >= 0.95 and min(rest) >= 0.8, bins
+    assert sum(rest) / len(rest) >= 0.9 and min(rest) >= 0.7, bins  # >= 90 % of alone
 
     # the 30 one resumes: its share back within 100 ms, held there while both are busy
     back = [round(share(ta, t, t + TURN_NS), 2)
