@@ -21,8 +21,10 @@
                                     * measurement costs two cuEventRecord (~1.1 us each on the
                                     * H200), which a launch-bound application pays */
 #define HORIZON_UNKNOWN_NS 1000000ull /* busy horizon of a launch whose cost is not known yet */
-#define PROVISIONAL_MAX 2u         /* paced launches of unknown cost measured and not read yet:
-                                    * one more waits for them */
+#define PROVISIONAL_MAX 4u         /* paced launches of unknown cost measured and not read yet:
+                                    * one more waits for them (a few: the settlement pays for
+                                    * them, and a workload of changing shapes keeps launching
+                                    * kernels of unknown cost, most of them short) */
 #define GPU_WAIT_MAX_NS 1000000000ull /* the longest a launch waits for measured work to finish:
                                     * work that waits for the host (a stream waiting on a value
                                     * this thread writes after its next launch) would never */
@@ -171,6 +173,8 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
      * read, measure.c): no more than PROVISIONAL_MAX of them in flight, so that a loop that never
      * synchronises cannot queue the driver's whole queue before the pacer knows the cost; once
      * one is back, this signature's cost may be known. */
+    if (limit != 0 && !known && LD(&c->provisional) >= PROVISIONAL_MAX && !LD(&c->stalled))
+        vgpu_measure_poll_due(c, 0, 1, m); /* short kernels: most are done already */
     if (limit != 0 && !known && LD(&c->provisional) >= PROVISIONAL_MAX && !LD(&c->stalled)) {
         uint64_t from = now;
         while (LD(&c->provisional) >= PROVISIONAL_MAX && LD(&c->count) > 0 &&

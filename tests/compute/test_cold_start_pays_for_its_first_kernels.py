@@ -3,7 +3,7 @@ first kernels free.
 
 Until a signature's first measurement comes back its launches are charged a provisional cost
 (the running mean of all samples: 0 at the very start); once the measurement is read, the pacer
-is settled for the difference (`lim_pacer_settle`), and no more than two such launches are in
+is settled for the difference (`lim_pacer_settle`), and no more than four such launches are in
 flight (a loop that never synchronises would otherwise queue the driver's whole queue before
 the pacer knew the cost).  Before, on the simulated GPU at 70 %, the first second read 0.79 with
 100-ms kernels synchronised after each launch (the first kernel free), 0.91 synchronised every 4
