@@ -16,6 +16,9 @@
  *   LAUNCH_LOOP_SYNC=N synchronises every N launches instead (0: only at 1 s and at the end);
  *   LAUNCH_LOOP_GAP_US=U spins U microseconds of CPU after each launch (an application's own
  *   work between launches, which leaves the GPU idle part of the time).
+ *   LAUNCH_LOOP_SHAPES=S (kernel path) gives launch n the block shape and shared memory of
+ *   n % S (S up to 1048576; the simulated kernel's time does not depend on it, its signature does), as a
+ *   workload of changing shapes (sequence lengths) launches kernels of unknown cost.
  *   LAUNCH_LOOP_KERNELS=K (kernel path) launches K different functions in turn, as a model's
  *   forward pass does (with GPUWARDEN_SIM_LAZY_LOAD_US, each one's first launch loads it).
  *   LAUNCH_LOOP_IDLE_US=U sleeps U microseconds after each synchronisation (an application
@@ -112,6 +115,8 @@ int main(int argc, char **argv)
     CUfunction fn, fns[64];
     const char *kernels_s = getenv("LAUNCH_LOOP_KERNELS");
     unsigned nfn = kernels_s ? (unsigned)strtoul(kernels_s, NULL, 10) : 1;
+    const char *shapes_s = getenv("LAUNCH_LOOP_SHAPES");
+    unsigned long nshapes = shapes_s ? strtoul(shapes_s, NULL, 10) : 1;
     CUgraphExec exec = NULL;
     const char *path;
     unsigned grid, nodes = 10, i;
@@ -162,6 +167,11 @@ int main(int argc, char **argv)
     check(p_cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
     check(p_cuModuleLoadData(&mod, "launch_loop"), "cuModuleLoadData");
     check(p_cuModuleGetFunction(&fn, mod, "busy"), "cuModuleGetFunction");
+    if (nshapes < 1 || nshapes > 1048576ul) {
+        fprintf(stderr, "launch_loop: LAUNCH_LOOP_SHAPES must be 1 to 1048576, got %lu\n",
+                nshapes);
+        return 2;
+    }
     if (nfn < 1 || nfn > 64) {
         fprintf(stderr, "launch_loop: LAUNCH_LOOP_KERNELS must be 1 to 64, got %u\n", nfn);
         return 2;
@@ -247,7 +257,9 @@ int main(int argc, char **argv)
         if (want_latency)
             check(p_cuEventRecord(ev0, NULL), "cuEventRecord");
         if (strcmp(path, "kernel") == 0)
-            rc = p_cuLaunchKernel(fns[n % nfn], grid, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+            rc = p_cuLaunchKernel(fns[n % nfn], grid, 1, 1, 1 + (unsigned)(n % nshapes % 32u),
+                                  1 + (unsigned)(n % nshapes / 32u % 32u), 1,
+                                  16u * (unsigned)(n % nshapes / 1024u), NULL, NULL, NULL);
         else if (strcmp(path, "ptsz") == 0)
             rc = p_cuLaunchKernel_ptsz(fn, grid, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
         else if (strcmp(path, "ex") == 0)

@@ -1,0 +1,27 @@
+"""A workload whose shapes keep changing (sequence lengths, batch sizes) launches kernels of
+unknown cost all the time.  Such launches are charged provisionally, and a few at most may be in
+flight before one waits for their measurements (test_cold_start_pays_for_its_first_kernels.py);
+the bound must not slow a launch-bound workload that stays below its limit.
+
+On the simulated GPU: 20-us kernels with 80 us of CPU between launches (alone ~24 % busy), every
+launch a new signature (more than the cost table holds, so none is ever known), at 30 %.  With
+one launch of unknown cost in flight and no read before waiting, it ran at 30 % of its speed
+alone."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.mark.slow
+def test_every_launch_a_new_shape_under_30pct_keeps_its_speed(loop, sim_gpu, tmp_path) -> None:
+    runs = {}
+    for name, limits in (("alone", {}), ("held", {"CUDA_DEVICE_SM_LIMIT": "30",
+                                                  "GPU_CORE_UTILIZATION_POLICY": "force"})):
+        runs[name] = loop.run(sim_gpu.env, "kernel", 20, 3.0, LAUNCH_LOOP_SHAPES="1048576",
+                              LAUNCH_LOOP_SYNC="16", LAUNCH_LOOP_GAP_US="80",
+                              CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"{name}.region"),
+                              **limits)
+    alone, held = runs["alone"], runs["held"]
+    assert float(alone["share"]) < 0.27, alone  # alone it stays below the limit
+    assert float(held["rate"]) >= 0.9 * float(alone["rate"]), runs
