@@ -6,7 +6,10 @@ bench_compute.py, answered with tests/compute/progs/launch_loop.c on libvgpu/bui
 Prints a markdown report (the `## libvgpu compute` numbers of docs/benchmarks.md).  Sections:
 `limits` (one container at 10/30/50/70 %, two at 30 + 70, the no-limit launch cost) and
 `priority` (issue 18: a high-priority container beside a low one, flat out and in bursts, its
-bursts' start delay, two highs, a low alone).
+bursts' start delay, two highs, a low alone) and `cold` (issue 18: a container paced at 70 % from
+its first launch, the share of its first second, for kernels of 2 to 100 ms synchronised after
+each launch, every few or never; `--baseline LIB` runs each row with another libvgpu.so too, in
+the same run, alternating).
 """
 
 from __future__ import annotations
@@ -34,13 +37,14 @@ def build(tmp: Path, src: Path) -> Path:
     return compile_c(src, tmp, extra_flags=["-O2"])
 
 
-def env(tmp: Path, name: str, preload: bool = True, **extra: str) -> dict[str, str]:
+def env(tmp: Path, name: str, preload: bool = True, shim: Path | None = None,
+        **extra: str) -> dict[str, str]:
     e = {k: v for k, v in os.environ.items()
          if not k.startswith(("CUDA_", "GPU_CORE", "GPUWARDEN_", "LD_PRELOAD"))}
     e.update(LD_LIBRARY_PATH=str(sim_lib_dir()), GPUWARDEN_SIM_STATE=str(tmp / f"{name}.sim"),
              GPUWARDEN_NODE_REGION=str(tmp / f"{name}.node"))
     if preload:
-        e["LD_PRELOAD"] = str(shim_path())
+        e["LD_PRELOAD"] = str(shim or shim_path())
     e.update(extra)
     return e
 
@@ -111,24 +115,60 @@ def priority(tmp: Path, ll: Path) -> list[str]:
     ]
 
 
+# (kernel µs, synchronise every N launches, 0 = never): the cold-start rows
+COLD = ((100_000, 1), (100_000, 4), (20_000, 8), (100_000, 0), (2_000, 0))
+
+
+def cold(tmp: Path, ll: Path, baseline: Path | None) -> list[str]:
+    """A container paced at 70 % (`force`) from its very first launch: the share of its first
+    second (launch_loop's first_share) and from 1 s on, with this tree's libvgpu and, given,
+    another build of it, alternating row by row."""
+    libs = [("this tree", None)] + ([(f"`{baseline}`", baseline)] if baseline else [])
+    head = " | ".join(f"{name}: first second / from 1 s on / wall s" for name, _ in libs)
+    lines = [f"| 70 % from the first launch (simulated GPU) | {head} |",
+             "| --- | " + "--- | " * len(libs)]
+    for kernel_us, sync in COLD:
+        cells = []
+        for i, (_, lib) in enumerate(libs):
+            t = time.monotonic()
+            f = fields(loop(ll, env(tmp, f"c{kernel_us}-{sync}-{i}", shim=lib,
+                                    CUDA_DEVICE_SM_LIMIT="70",
+                                    GPU_CORE_UTILIZATION_POLICY="force"),
+                            kernel_us, 2.5, LAUNCH_LOOP_SYNC=str(sync)))
+            # 2.5 s of launching and the end's synchronisation: much longer = work queued unpaced
+            cells.append(f"{f['first_share']:.2f} / {f['share']:.2f} / "
+                         f"{time.monotonic() - t:.1f}")
+        what = "never synchronised" if sync == 0 else (
+            "synchronised after each launch" if sync == 1 else f"synchronised every {sync}")
+        lines.append(f"| {kernel_us / 1000:g}-ms kernels, {what} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--only", default="limits,priority", help="comma list of: limits, priority")
+    sections = ("limits", "priority", "cold")
+    ap.add_argument("--only", default=",".join(sections),
+                    help=f"comma list of: {', '.join(sections)}")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="another libvgpu.so to run the cold rows with, side by side")
     args = ap.parse_args(argv)
     only = set(args.only.split(","))
-    if only - {"limits", "priority"}:
-        ap.error(f"--only: unknown {sorted(only - {'limits', 'priority'})} (valid: limits, "
-                 "priority)")
+    if only - set(sections):
+        ap.error(f"--only: unknown {sorted(only - set(sections))} (valid: {', '.join(sections)})")
+    if args.baseline is not None and not args.baseline.is_file():
+        ap.error(f"--baseline: {args.baseline} is not a file (give a built libvgpu.so)")
     t0 = time.monotonic()
     rows = []
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         ll = build(tmp, REPO / "tests/compute/progs/launch_loop.c")
         prio = priority(tmp, ll) if "priority" in only else []
+        if "cold" in only:
+            prio += [""] * bool(prio) + cold(tmp, ll, args.baseline)
         if "limits" not in only:
             print(f"Machine: {platform.node()} ({os.cpu_count()} cores), simulated GPU  ")
             print(f"Command: `.venv/bin/python tests/benchmarks/bench_compute_sim.py "
-                  f"--only {args.only}`  ")
+                  f"{' '.join(sys.argv[1:] if argv is None else argv)}`  ")
             print(f"Total time: {time.monotonic() - t0:.0f} s\n")
             print("\n".join(prio))
             return 0
@@ -154,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
                                      text=True, check=True).stdout
                 acc.append(float(out.split()[0].split("=")[1]))
     print(f"Machine: {platform.node()} ({os.cpu_count()} cores), simulated GPU  ")
-    print("Command: `.venv/bin/python tests/benchmarks/bench_compute_sim.py`  ")
+    print(f"Command: `.venv/bin/python tests/benchmarks/bench_compute_sim.py "
+          f"{' '.join(sys.argv[1:] if argv is None else argv)}`  ")
     print(f"Total time: {time.monotonic() - t0:.0f} s\n")
     print("| workload | unlimited share | limit % | achieved share % | within ±5 |")
     print("| --- | --- | --- | --- | --- |")
