@@ -144,6 +144,12 @@ def cold(tmp: Path, ll: Path, baseline: Path | None) -> list[str]:
     return lines
 
 
+def command(argv: list[str] | None) -> str:
+    """The command line this run was started with, as the report shows it."""
+    args = sys.argv[1:] if argv is None else argv
+    return " ".join([".venv/bin/python tests/benchmarks/bench_compute_sim.py", *args])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sections = ("limits", "priority", "cold")
@@ -167,8 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             prio += [""] * bool(prio) + cold(tmp, ll, args.baseline)
         if "limits" not in only:
             print(f"Machine: {platform.node()} ({os.cpu_count()} cores), simulated GPU  ")
-            print(f"Command: `.venv/bin/python tests/benchmarks/bench_compute_sim.py "
-                  f"{' '.join(sys.argv[1:] if argv is None else argv)}`  ")
+            print(f"Command: `{command(argv)}`  ")
             print(f"Total time: {time.monotonic() - t0:.0f} s\n")
             print("\n".join(prio))
             return 0
@@ -194,8 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                                      text=True, check=True).stdout
                 acc.append(float(out.split()[0].split("=")[1]))
     print(f"Machine: {platform.node()} ({os.cpu_count()} cores), simulated GPU  ")
-    print(f"Command: `.venv/bin/python tests/benchmarks/bench_compute_sim.py "
-          f"{' '.join(sys.argv[1:] if argv is None else argv)}`  ")
+    print(f"Command: `{command(argv)}`  ")
     print(f"Total time: {time.monotonic() - t0:.0f} s\n")
     print("| workload | unlimited share | limit % | achieved share % | within ±5 |")
     print("| --- | --- | --- | --- | --- |")
