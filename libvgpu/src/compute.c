@@ -305,6 +305,7 @@ void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream)
     g->dev = -1;
     g->sample = -1;
     g->est = 0;
+    g->provisional_ns = 0;
     g->provisional_pct = 0;
     ensure_init();
     w = LD(&vgpu_compute_word);

@@ -35,8 +35,7 @@ static inline int vgpu_compute_fast(void)
 struct vgpu_gate {
     int dev;       /* CUDA ordinal, -1: launch not governed */
     int sample;    /* ring index of the measurement, -1 none */
-    uint64_t est;  /* estimated GPU ns queued (a launch of unknown cost: HORIZON_UNKNOWN_NS at
-                    * least) */
+    uint64_t est;  /* estimated GPU ns charged (what the device's `submitted` counts) */
     uint64_t provisional_ns; /* a launch of unknown cost: what it was charged, settled when its
                               * measurement is read (lim_pacer_settle) */
     uint32_t provisional_pct; /* ... at this limit; 0: nothing to settle */

@@ -176,7 +176,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
     if (limit != 0 && !known && LD(&c->provisional) >= PROVISIONAL_MAX && !LD(&c->stalled))
         vgpu_measure_poll_due(c, 0, 1, m); /* short kernels: most are done already */
     if (limit != 0 && !known && LD(&c->provisional) >= PROVISIONAL_MAX && !LD(&c->stalled)) {
-        uint64_t from = now;
+        uint64_t from = vgpu_compute_now();
         while (LD(&c->provisional) >= PROVISIONAL_MAX && LD(&c->count) > 0 &&
                !LD(&c->stalled)) {
             __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
