@@ -284,10 +284,7 @@ int lim_sample_due(uint64_t n, uint64_t *next)
 
     if (n < *next) /* the common case: one compare */
         return 0;
-    z = n * 0x9E3779B97F4A7C15ull; /* splitmix64's finaliser: no stride survives it */
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
+    z = mix64(n * 0x9E3779B97F4A7C15ull); /* splitmix64's finaliser: no stride survives it */
     *next = n + LIM_SAMPLE_GAP_MIN + (z >> 59); /* 16 + [0, 32): 16..47, mean 31.5 */
     return 1;
 }

@@ -221,8 +221,8 @@ uint64_t lim_cost_key(uint64_t fn, uint32_t gx, uint32_t gy, uint32_t gz, uint32
 
 /* Estimated GPU ns of a launch with `key` on the saturated GPU; sets *known to the number of
  * samples the key has (0: never measured, so the estimate is the running mean; at most
- * LIM_COST_SAMPLES), and *raw_ns (when not NULL) to the GPU time of the sample the estimate comes from,
- * at the clock it ran at (what NVML's busy time counts). */
+ * LIM_COST_SAMPLES), and *raw_ns (when not NULL) to the GPU time of the sample the estimate
+ * comes from, at the clock it ran at (what NVML's busy time counts). */
 uint64_t lim_cost_estimate(const struct lim_cost_table *t, uint64_t key, int *known,
                            uint64_t *raw_ns);
 
