@@ -55,6 +55,14 @@ static int await_measured(struct vgpu_cdev *c, uint64_t from, struct vgpu_captur
     return 1;
 }
 
+/* The work a launch of estimated cost `est` queues, as neighbours and the low queue see it: a
+ * launch of unknown cost counts as HORIZON_UNKNOWN_NS at least (its charge, the running mean,
+ * may be 0). */
+static uint64_t queued_work(uint64_t est, int known)
+{
+    return known || est > HORIZON_UNKNOWN_NS ? est : HORIZON_UNKNOWN_NS;
+}
+
 /* lim_sample_due over the device's count of known launches (threads racing here may both
  * measure: harmless). */
 static int sample_due(struct vgpu_cdev *c)
@@ -138,9 +146,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
     int bounded;
 
     est = lim_cost_estimate(&vgpu_cs.costs, key, &known, &raw);
-    /* the work the launch queues, as neighbours and the low queue see it: a launch of unknown
-     * cost counts as HORIZON_UNKNOWN_NS at least (its charge, the running mean, may be 0) */
-    queued = known || est > HORIZON_UNKNOWN_NS ? est : HORIZON_UNKNOWN_NS;
+    queued = queued_work(est, known);
     wait = must_wait(c, now, queued);
     if (wait != 0) {
         if (vgpu_cs.proc != NULL)
@@ -173,20 +179,21 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
      * read, measure.c): no more than PROVISIONAL_MAX of them in flight, so that a loop that never
      * synchronises cannot queue the driver's whole queue before the pacer knows the cost; once
      * one is back, this signature's cost may be known. */
-    if (limit != 0 && !known && LD(&c->provisional) >= PROVISIONAL_MAX && !LD(&c->stalled))
-        vgpu_measure_poll_due(c, 0, 1, m); /* short kernels: most are done already */
     if (limit != 0 && !known && LD(&c->provisional) >= PROVISIONAL_MAX && !LD(&c->stalled)) {
-        uint64_t from = vgpu_compute_now();
-        while (LD(&c->provisional) >= PROVISIONAL_MAX && LD(&c->count) > 0 &&
-               !LD(&c->stalled)) {
-            __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
-            if (!await_measured(c, from, m))
-                break;
+        vgpu_measure_poll_due(c, 0, 1, m); /* short kernels: most are done already */
+        if (LD(&c->provisional) >= PROVISIONAL_MAX) {
+            uint64_t from = vgpu_compute_now();
+            while (LD(&c->provisional) >= PROVISIONAL_MAX && LD(&c->count) > 0 &&
+                   !LD(&c->stalled)) {
+                __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
+                if (!await_measured(c, from, m))
+                    break;
+            }
+            est = lim_cost_estimate(&vgpu_cs.costs, key, &known, &raw);
+            queued = queued_work(est, known);
+            add_waited(c, from);
+            now = vgpu_compute_now();
         }
-        est = lim_cost_estimate(&vgpu_cs.costs, key, &known, &raw);
-        queued = known || est > HORIZON_UNKNOWN_NS ? est : HORIZON_UNKNOWN_NS;
-        add_waited(c, from);
-        now = vgpu_compute_now();
     }
 
     if (limit != 0) {
@@ -245,11 +252,10 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
             vgpu_node_touch(vgpu_cs.node, c->node_slot, hz + LIM_LOW_QUEUE_NS);
     }
 
-    /* Measure: unknown or young signatures, one in SAMPLE_EVERY, and whenever the queue bound
-     * needs fresh news. */
-    /* ... and whenever QUEUE_NS / 4 of estimated work went by unmeasured: the queue bound
-     * counts what is outstanding from the newest finished measurement, so a coarser grain
-     * would drain the queue (and idle the GPU) before the bound lets a launch go */
+    /* Measure: unknown or young signatures, one in SAMPLE_EVERY, and whenever QUEUE_NS / 4 of
+     * estimated work went by unmeasured: the queue bound counts what is outstanding from the
+     * newest finished measurement, so a coarser grain would drain the queue (and idle the GPU)
+     * before the bound lets a launch go. */
     want_sample = known < (int)YOUNG_SAMPLES || sample_due(c) ||
                   LD(&c->submitted) - LD(&c->sampled_at) >= QUEUE_NS / 4u;
     if (!want_sample)

@@ -107,7 +107,9 @@ void vgpu_measure_poll_locked(struct vgpu_cdev *c)
         }
         if (p->provisional_pct != 0)
             ST(&c->provisional, c->provisional - 1u);
-        ST(&c->stalled, 0u); /* the GPU made progress */
+        if (LD(&c->stalled)) /* the GPU made progress (read first: a store per poll dirties the
+                              * line the gate reads on every launch) */
+            ST(&c->stalled, 0u);
         if (p->mark > LD(&c->completed))
             ST(&c->completed, p->mark);
         pool_put(c, p->start);
