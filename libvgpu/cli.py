@@ -112,7 +112,7 @@ def cmd_env(args: argparse.Namespace) -> int:
 def _shape(devices: int, nbytes: int) -> str:
     from policy.units import format_mib
 
-    per = format_mib(nbytes >> 20) if nbytes % MIB == 0 else f"{nbytes} bytes"
+    per = format_mib(nbytes // MIB) if nbytes % MIB == 0 else f"{nbytes} bytes"
     return f"{devices} × {per}" if devices > 1 else f"1 GPU of {per}"
 
 
