@@ -179,28 +179,18 @@ uint32_t lim_clock_tag(uint32_t f_mhz, uint32_t util_pct, uint32_t ref_mhz)
 uint32_t lim_sat_estimate(uint32_t f_now_mhz, uint32_t power_mw, uint32_t util_pct,
                           uint32_t limit_mw)
 {
-    double p_sat, rhs;
-    uint32_t lo, hi;
+    double p_static, p_sat, f;
 
     if (f_now_mhz == 0 || power_mw == 0 || limit_mw == 0 || util_pct < LIM_EST_MIN_UTIL_PCT ||
         util_pct >= LIM_SAT_UTIL_PCT)
         return 0;
-    p_sat = (double)power_mw * 100.0 / util_pct;
+    p_static = (double)limit_mw * LIM_EST_STATIC_PERMILLE / 1000.0;
+    p_sat = power_mw > p_static ? p_static + (power_mw - p_static) * 100.0 / util_pct
+                                : (double)power_mw;
     if (p_sat <= (double)limit_mw)
         return f_now_mhz;
-    /* the largest f with (f / f_now)^3 <= (limit / p_sat)^2, i.e. power ~ clock^1.5 */
-    rhs = (double)f_now_mhz * f_now_mhz * f_now_mhz * ((double)limit_mw * limit_mw) /
-          (p_sat * p_sat);
-    lo = f_now_mhz / 2u;
-    hi = f_now_mhz;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo + 1u) / 2u;
-        if ((double)mid * mid * mid <= rhs)
-            lo = mid;
-        else
-            hi = mid - 1u;
-    }
-    return lo;
+    f = (double)f_now_mhz * pow((double)limit_mw / p_sat, LIM_EST_CLOCK_EXP);
+    return f < f_now_mhz / 2u ? f_now_mhz / 2u : (uint32_t)f;
 }
 
 uint32_t lim_busy_feedback(uint32_t k_ppm, uint64_t busy_ns, uint64_t charged_ns,

@@ -142,16 +142,21 @@ uint32_t lim_clock_tag(uint32_t f_mhz, uint32_t util_pct, uint32_t ref_mhz);
 
 /* f_sat estimated before the GPU was ever seen saturated (a container paced from its first
  * launch on): one NVML sample of the SM clock, the power draw, the GPU's utilisation and its
- * enforced power limit.  The saturated GPU would draw about power * 100 / util (idle power
- * counted as busy: an over-estimate, which charges more, the safe side); when that exceeds the
- * limit, the clock drops until it fits: f_sat = f_now * (limit / p_sat)^(2/3), at least
- * f_now / 2.  The exponent is a fit, like LIM_CLOCK_ALPHA: on the H200 (4096² bf16 matmul,
- * 700 W) power went with about clock^1.5 between 1980 and ~1480 MHz; 1/3 (voltage following
- * frequency) under-corrected, 57.8 % of the throughput at a 50 % limit.  Below
- * LIM_EST_MIN_UTIL_PCT the idle power dominates and the extrapolation says nothing (H200, 1024²
- * matmul at 7 % busy and 158 W: "2.3 kW saturated", a launch-bound loop that never gets near the
- * cap).  Returns f_now when no capping is expected, 0 when the sample says nothing (util below
+ * enforced power limit.  The GPU draws a static part whatever its load (LIM_EST_STATIC_PERMILLE
+ * of the limit) plus a part in proportion to its busy time, so saturated it would draw about
+ * p_sat = static + (power - static) * 100 / util; when that exceeds the limit, the clock drops
+ * until it fits: f_sat = f_now * (limit / p_sat)^LIM_EST_CLOCK_EXP, at least f_now / 2.  Both
+ * constants are fits to the H200 (700 W) at 1980 MHz, where power went linearly with busy time
+ * from a static part of 130-210 W (bf16 matmuls of 1024² to 4096², an 8-layer encoder at batch
+ * 8), and 4096² matmuls, saturated, ran at 1573-1637 MHz.  Until issue 18 the static part was
+ * 0 (all power counted as busy) with an exponent of 2/3: the same at 60-70 % busy, but at 23 %
+ * busy, 289 W (2048² matmuls synchronised after each, saturated at 1810 MHz) it predicted
+ * 1345 MHz, charged ~20 % too much, and a 30 % limit gave 23.6 %.  Below
+ * LIM_EST_MIN_UTIL_PCT the reading says too little (H200, 1024² matmul at 7 % busy and 158 W).
+ * Returns f_now when no capping is expected, 0 when the sample says nothing (util below
  * LIM_EST_MIN_UTIL_PCT or already saturated, or a reading missing). */
+#define LIM_EST_STATIC_PERMILLE 200u
+#define LIM_EST_CLOCK_EXP 0.9
 #define LIM_EST_MIN_UTIL_PCT 20u
 uint32_t lim_sat_estimate(uint32_t f_now_mhz, uint32_t power_mw, uint32_t util_pct,
                           uint32_t limit_mw);

@@ -68,19 +68,37 @@ def estimate(driver, f_now: int, power_mw: int, util: int, limit_mw: int) -> int
     return int(driver.run("satest", f_now, power_mw, util, limit_mw))
 
 
+def model(f_now: float, power_w: float, util: float, limit_w: float) -> float:
+    """limiter.h's model: a static 20 % of the limit, the rest in proportion to busy time."""
+    p_sat = 0.2 * limit_w + (power_w - 0.2 * limit_w) * 100 / util
+    return f_now * min(1.0, limit_w / p_sat) ** 0.9
+
+
 @pytest.mark.parametrize(
     ("power_w", "util"),
     # H200 readings, 4096² bf16 matmul paced at 30 / 50 / 70 % (1980 MHz); the saturated GPU
-    # ran it at 1445-1538 MHz, power-capped at 700 W
-    [(337.9, 27), (482.1, 45), (620.6, 64)],
+    # ran it at 1445-1538 MHz one day, 1573-1637 another, power-capped at 700 W
+    [(337.9, 27), (482.1, 45), (620.6, 64), (638.7, 62)],
 )
 def test_unsaturated_power_predicts_a_lower_saturated_clock(limiter_driver, power_w, util) -> None:
     f = estimate(limiter_driver, 1980, int(power_w * 1000), util, 700_000)
-    expected = 1980 * (700 / (power_w * 100 / util)) ** (2 / 3)
-    assert f == pytest.approx(expected, abs=2)
-    # below the clock it runs at now, and within 10 % of the measured saturated clock or under it
-    # (the safe side)
-    assert 1300 <= f < 1480 * 1.1
+    assert f == pytest.approx(model(1980, power_w, util, 700), abs=2)
+    # below the clock it runs at now, and within 10 % of the measured saturated clock
+    assert 1445 * 0.9 <= f <= 1637 * 1.1 and f < 1980
+
+
+@pytest.mark.parametrize(
+    ("power_w", "util"),
+    # H200 readings, 2048² bf16 matmul synchronised after each, at 1980 MHz: paced at 30 and
+    # 50 %, then unlimited (46 % busy alone); saturated (back to back) it ran at 1800-1821 MHz
+    [(289.0, 23), (389.7, 42), (379.3, 46)],
+)
+def test_a_light_load_is_not_charged_for_a_clock_drop_it_would_not_have(
+        limiter_driver, power_w, util) -> None:
+    # all power counted as busy, 289 W at 23 % said "1257 W saturated": 1345 MHz, and 30 % of
+    # the GPU's time bought 23.6 % of the throughput
+    f = estimate(limiter_driver, 1980, int(power_w * 1000), util, 700_000)
+    assert 1800 * 0.97 <= f <= 1980, f
 
 
 def test_no_capping_expected_means_no_correction(limiter_driver) -> None:
