@@ -305,11 +305,12 @@ def probe(args: argparse.Namespace) -> int:
 
 
 class Runner:
-    def __init__(self, tmp: Path, gpu: Gpu, phase_s: float, warm_s: float) -> None:
+    def __init__(self, tmp: Path, gpu: Gpu, phase_s: float, warm_s: float,
+                 shim: Path | None = None) -> None:
         from libvgpu.paths import shim_path
 
         self.tmp, self.gpu, self.phase_s, self.warm_s = tmp, gpu, phase_s, warm_s
-        self.shim = str(shim_path())
+        self.shim = str(shim or shim_path())
         self.count = 0
 
     def container(self, **extra: str) -> dict[str, str]:
@@ -483,10 +484,10 @@ COLD = (
 COLD_PHASES = ((0.0, 1.0), (1.0, 2.0), (2.0, 4.0))  # seconds after the first step
 
 
-def bench_cold(r: Runner) -> list[dict]:
+def bench_cold(r: Runner, cold: tuple[tuple[Shape, int], ...] = COLD) -> list[dict]:
     out = []
     phases = ",".join(f"-1:{b - a}" for a, b in COLD_PHASES)
-    for shape, limit in COLD:
+    for shape, limit in cold:
         ref = saturated(r, shape.size, shape.streams) if shape.kind == "mm" else None
         runs = {}
         for lim in (0, limit):
@@ -676,6 +677,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="shapes,cold,shared,priority",
                     help=f"comma list of sections, of: {', '.join(SECTIONS)}")
     ap.add_argument("--shapes", default="", help="comma list of shape indexes to run (default all)")
+    ap.add_argument("--cold", default="", help="comma list of cold-start indexes (default all)")
+    ap.add_argument("--shim", type=Path, help="a libvgpu.so to run instead of this tree's build")
     ap.add_argument("--phase", type=float, default=2.0, help="seconds per phase")
     ap.add_argument("--warm", type=float, default=0.7, help="seconds of a phase not measured")
     ap.add_argument("--limits", default=",".join(map(str, LIMITS)),
@@ -694,6 +697,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, IndexError):
         ap.error(f"--shapes {args.shapes!r}: indexes 0..{len(SHAPES) - 1}, comma separated")
     try:
+        cold = tuple(COLD[int(x)] for x in args.cold.split(",") if x) or COLD
+    except (ValueError, IndexError):
+        ap.error(f"--cold {args.cold!r}: indexes 0..{len(COLD) - 1}, comma separated")
+    if args.shim is not None and not args.shim.is_file():
+        ap.error(f"--shim {args.shim}: no such file (a built libvgpu.so)")
+    try:
         limits = tuple(int(x) for x in args.limits.split(",") if x)
     except ValueError:
         limits = ()
@@ -711,11 +720,11 @@ def main(argv: list[str] | None = None) -> int:
         if done.returncode:
             res["probe_error"] = done.stderr[-2000:]
     with tempfile.TemporaryDirectory(prefix="bench-shapes-") as tmp:
-        r = Runner(Path(tmp), gpu, args.phase, args.warm)
+        r = Runner(Path(tmp), gpu, args.phase, args.warm, args.shim)
         if "shapes" in only:
             res["shapes"] = bench_shapes(r, shapes, limits)
         if "cold" in only:
-            res["cold"] = bench_cold(r)
+            res["cold"] = bench_cold(r, cold)
         if "shared" in only:
             res["shared"] = bench_shared(r)
         if "priority" in only:
