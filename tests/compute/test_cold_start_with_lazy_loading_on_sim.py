@@ -7,7 +7,8 @@ held the loading were never measured again (tests/compute/
 test_sampling_reaches_every_kernel_of_a_cycle.py).  Here the simulated driver loads each function
 on its first launch; the test holds the end-to-end behaviour (on the simulated GPU the stride's
 aliasing did not keep a bad sample: the loop's dear first samples are followed by measured
-launches, so it passed before the fix too)."""
+launches, so it passed before the fix too).  The second test holds the first second: a first
+sample that holds the loading is not a cost sample (libvgpu/src/measure.c, loaded_in_the_call)."""
 
 from __future__ import annotations
 
@@ -33,3 +34,18 @@ def test_a_launch_bound_model_under_a_limit_it_never_reaches_keeps_its_speed_fro
     assert float(alone["share"]) < 0.25, alone  # alone it stays well below the limit
     # from its second second on (launch_loop's window), within 10 % of its speed alone
     assert float(held["rate"]) >= 0.9 * float(alone["rate"]), (alone, held)
+
+
+@pytest.mark.slow
+def test_module_loading_is_not_charged_as_gpu_time_in_the_first_second(
+        loop, sim_gpu, tmp_path) -> None:
+    # each kernel's first launch loads its module inside the call (3-12 ms here) while the GPU
+    # waits behind the start event: charged as the kernel's cost (its provisional charge settled
+    # at it, the next launches charged it), the model ran its first second at half its speed
+    # under a 30 % limit it never comes near
+    alone = _run(loop, sim_gpu, tmp_path, "alone")
+    held = _run(loop, sim_gpu, tmp_path, "held", CUDA_DEVICE_SM_LIMIT="30",
+                GPU_CORE_UTILIZATION_POLICY="force")
+    assert float(alone["first_share"]) < 0.25, alone
+    # launch_loop's first second: the GPU time of the kernels launched in it over its wall time
+    assert float(held["first_share"]) >= 0.9 * float(alone["first_share"]), (alone, held)
