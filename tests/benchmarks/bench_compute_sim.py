@@ -8,8 +8,8 @@ Prints a markdown report (the `## libvgpu compute` numbers of docs/benchmarks.md
 `priority` (issue 18: a high-priority container beside a low one, flat out and in bursts, its
 bursts' start delay, two highs, a low alone) and `cold` (issue 18: a container paced at 70 % from
 its first launch, the share of its first second, for kernels of 2 to 100 ms synchronised after
-each launch, every few or never; `--baseline LIB` runs each row with another libvgpu.so too, in
-the same run, alternating).
+each launch, every few or never, and a launch-bound model whose kernels load lazily, paced at
+30 %; `--baseline LIB` runs each row with another libvgpu.so too, in the same run, alternating).
 """
 
 from __future__ import annotations
@@ -141,6 +141,23 @@ def cold(tmp: Path, ll: Path, baseline: Path | None) -> list[str]:
         what = "never synchronised" if sync == 0 else (
             "synchronised after each launch" if sync == 1 else f"synchronised every {sync}")
         lines.append(f"| {kernel_us / 1000:g}-ms kernels, {what} | " + " | ".join(cells) + " |")
+    # a launch-bound model paced at 30 % (a limit it never reaches) from its first launch, each
+    # of its 16 kernels loaded lazily by its first launch (3-12 ms in the call): its first
+    # second's speed, as % of the same loop's alone
+    model = dict(LAUNCH_LOOP_KERNELS="16", LAUNCH_LOOP_SYNC="16", LAUNCH_LOOP_GAP_US="80",
+                 GPUWARDEN_SIM_LAZY_LOAD_US="3000")
+    alone = fields(loop(ll, env(tmp, "lazy-alone", **model), 20, 2.5))
+    cells = []
+    for i, (_, lib) in enumerate(libs):
+        f = fields(loop(ll, env(tmp, f"lazy-{i}", shim=lib, CUDA_DEVICE_SM_LIMIT="30",
+                                GPU_CORE_UTILIZATION_POLICY="force", **model), 20, 2.5))
+        cells.append(f"{100 * f['first_share'] / alone['first_share']:.0f} / "
+                     f"{100 * f['share'] / alone['share']:.0f}")
+    lines += ["", "| 30 % from the first launch, a model of 16 kernels loaded lazily | "
+              + " | ".join(f"{name}: % of alone, first second / from 1 s on" for name, _ in libs)
+              + " |", "| --- | " + "--- | " * len(libs),
+              f"| 20-µs kernels, 80 µs of CPU each, synchronised every 16 (alone: "
+              f"{100 * alone['first_share']:.0f} % of the GPU) | " + " | ".join(cells) + " |"]
     return lines
 
 
