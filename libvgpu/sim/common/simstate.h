@@ -102,7 +102,10 @@ uint64_t gwsim_busy_between(const struct gwsim_state *st, unsigned dev, uint32_t
 /* ---- DVFS: a power-capped GPU that clocks down under load ----------------------------------
  * GPUWARDEN_SIM_DVFS=MAX_MHZ,SAT_MHZ[,WINDOW_MS[,EXPONENT]] (default off: a fixed clock, and NVML reports
  * no clock or power).  The GPU draws IDLE + u * P * (f / MAX)^1.5 at busy share u and SM clock f
- * (power ~ clock^1.5, as on an H200), and runs the highest clock that keeps that within the power
+ * (power ~ clock^1.5: a first fit to an H200; the H200 measured later drew a static 130-210 W
+ * and went with about clock^1.1, which libvgpu's own estimate assumes, limiter.h
+ * lim_sat_estimate, so the model here is not the estimate's), and runs the highest clock that
+ * keeps that within the power
  * limit; P is such that the saturated GPU (u = 1) runs SAT_MHZ at the limit.  So the clock is
  * min(MAX, SAT * u^(-2/3)), u being the busy share averaged exponentially over WINDOW_MS
  * (default 300; the power controller's time constant).  A kernel runs its nominal time (grid x
