@@ -60,8 +60,9 @@ static void clock_sample(struct vgpu_cdev *c, uint64_t t, uint32_t mhz, int have
         __atomic_store_n(&c->nclocks, n + 1u, __ATOMIC_RELEASE);
     }
     /* Busy feedback: windows of FEEDBACK_WINDOW_NS, only while paced at one limit and alone on
-     * the GPU (no other container present, not yielding) for FEEDBACK_SETTLE_NS already:
-     * utilisation is an average over the driver's last period and lags a change. */
+     * the GPU (no other container present, not yielding) for FEEDBACK_SETTLE_NS already
+     * (utilisation is an average over the driver's last period and lags a change), after one
+     * early window from FEEDBACK_EARLY_NS that may only raise the factor. */
     if (limit == 0 || LD(&c->track) || LD(&c->yield) || limit != c->fb_limit ||
         (c->win_t0 != 0 && charged < c->win_c0) /* bound to the region's block meanwhile */) {
         c->fb_since = t;
@@ -75,9 +76,11 @@ static void clock_sample(struct vgpu_cdev *c, uint64_t t, uint32_t mhz, int have
         win = win < FEEDBACK_WINDOW_NS ? FEEDBACK_WINDOW_NS
               : win > FEEDBACK_WINDOW_MAX_NS ? FEEDBACK_WINDOW_MAX_NS : win;
         if (c->win_t0 == 0) {
-            /* the early window only where a window is short (short kernels): it ends at the
-             * settle, and the regular windows follow */
-            if (t - c->fb_since >= FEEDBACK_SETTLE_NS || win == FEEDBACK_WINDOW_NS) {
+            /* the early window only where a window is short: the longest kernel known (a
+             * signature with a few samples) and short.  It ends at the settle, and the regular
+             * windows follow */
+            if (t - c->fb_since >= FEEDBACK_SETTLE_NS ||
+                (win == FEEDBACK_WINDOW_NS && LD(&c->longest) != 0)) {
                 c->win_t0 = c->win_prev = t;
                 c->win_c0 = charged;
                 c->win_busy = 0;
@@ -87,8 +90,10 @@ static void clock_sample(struct vgpu_cdev *c, uint64_t t, uint32_t mhz, int have
             c->win_busy += (t - c->win_prev) * util / 100u;
             c->win_prev = t;
             if (early ? t - c->fb_since >= FEEDBACK_SETTLE_NS : t - c->win_t0 >= win) {
-                uint32_t k = lim_busy_feedback(c->fb_ppm, c->win_busy, charged - c->win_c0,
-                                               t - c->win_t0);
+                /* an early window that long kernels came into meanwhile says nothing */
+                uint32_t k = early && win != FEEDBACK_WINDOW_NS ? c->fb_ppm
+                             : lim_busy_feedback(c->fb_ppm, c->win_busy, charged - c->win_c0,
+                                                 t - c->win_t0);
                 /* down only when two regular windows in a row ask for it: NVML's utilisation
                  * averages over its own period, which can still hold the idle time before a
                  * start or a limit change (read as "over-estimated", it would overshoot the
