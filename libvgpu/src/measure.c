@@ -151,6 +151,22 @@ void vgpu_measure_poll(struct vgpu_cdev *c, struct vgpu_capture_mode *m)
     vgpu_cs_unlock(&c->lock);
 }
 
+/* Ring slot `i` (p) now measures this launch of `key`: its charge, provisional or not, its
+ * estimated end and the queue bound's bookkeeping; under c->lock. */
+static void claim(struct vgpu_cdev *c, struct vgpu_cpend *p, struct vgpu_gate *g, uint64_t key,
+                  uint32_t i)
+{
+    p->key = key;
+    p->launched = vgpu_compute_now();
+    p->provisional_ns = g->provisional_ns;
+    p->provisional_pct = g->provisional_pct;
+    if (p->provisional_pct != 0)
+        ST(&c->provisional, c->provisional + 1u);
+    p->due = LD(&c->horizon);
+    ST(&c->sampled_at, LD(&c->submitted));
+    g->sample = (int)i;
+}
+
 void vgpu_measure_start(struct vgpu_cdev *c, struct vgpu_gate *g, uint64_t key, CUstream stream,
                         struct vgpu_capture_mode *m)
 {
@@ -171,16 +187,8 @@ void vgpu_measure_start(struct vgpu_cdev *c, struct vgpu_gate *g, uint64_t key, 
         p->chained = vgpu_cu.cuStreamQuery == NULL || vgpu_cu.cuStreamQuery(stream) != CUDA_SUCCESS;
         if (p->start != NULL && p->end != NULL &&
             vgpu_cu.cuEventRecord(p->start, stream) == CUDA_SUCCESS) {
-            p->key = key;
             p->live = 1;
-            p->launched = vgpu_compute_now();
-            p->provisional_ns = g->provisional_ns;
-            p->provisional_pct = g->provisional_pct;
-            if (p->provisional_pct != 0)
-                ST(&c->provisional, c->provisional + 1u);
-            p->due = LD(&c->horizon);
-            ST(&c->sampled_at, LD(&c->submitted));
-            g->sample = (int)i;
+            claim(c, p, g, key, i);
             if (c->count == 0)
                 ST(&c->poll_due, p->due);
             ST(&c->count, c->count + 1); /* reserved; filled in by leave() */
@@ -197,18 +205,10 @@ void vgpu_measure_start(struct vgpu_cdev *c, struct vgpu_gate *g, uint64_t key, 
         if (__atomic_load_n(&p->mark, __ATOMIC_ACQUIRE) != UINT64_MAX &&
             vgpu_cu.cuEventRecord(p->start, stream) == CUDA_SUCCESS) {
             p->chained = 1; /* a full ring: the stream has work ahead */
-            p->key = key;
-            p->launched = vgpu_compute_now();
             /* the launch it moved from stays as charged */
             if (p->provisional_pct != 0)
                 ST(&c->provisional, c->provisional - 1u);
-            p->provisional_ns = g->provisional_ns;
-            p->provisional_pct = g->provisional_pct;
-            if (p->provisional_pct != 0)
-                ST(&c->provisional, c->provisional + 1u);
-            p->due = LD(&c->horizon);
-            ST(&c->sampled_at, LD(&c->submitted));
-            g->sample = (int)i;
+            claim(c, p, g, key, i);
             __atomic_store_n(&p->mark, UINT64_MAX, __ATOMIC_RELEASE);
         }
     }
