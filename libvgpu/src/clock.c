@@ -31,6 +31,14 @@ typedef nvmlReturn_t (*nvml_util_fn)(nvmlDevice_t device, nvmlUtilization_t *uti
 typedef nvmlReturn_t (*nvml_mw_fn)(nvmlDevice_t device, unsigned int *milliwatts);
 #define NVML_CLOCK_SM_ID 1u /* nvmlClockType_t NVML_CLOCK_SM */
 
+/* A busy-feedback window begins at `t`, with `charged` ns charged so far. */
+static void window_open(struct vgpu_cdev *c, uint64_t t, uint64_t charged)
+{
+    c->win_t0 = c->win_prev = t;
+    c->win_c0 = charged;
+    c->win_busy = 0;
+}
+
 /* One clock-thread sample of a device: publish the SM clock kernels run at and f_sat (the cost
  * estimates' DVFS correction, sample by sample), and fold the utilisation into the busy
  * feedback, which is the cost scale. */
@@ -80,11 +88,8 @@ static void clock_sample(struct vgpu_cdev *c, uint64_t t, uint32_t mhz, int have
              * signature with a few samples) and short.  It ends at the settle, and the regular
              * windows follow */
             if (t - c->fb_since >= FEEDBACK_SETTLE_NS ||
-                (win == FEEDBACK_WINDOW_NS && LD(&c->longest) != 0)) {
-                c->win_t0 = c->win_prev = t;
-                c->win_c0 = charged;
-                c->win_busy = 0;
-            }
+                (win == FEEDBACK_WINDOW_NS && LD(&c->longest) != 0))
+                window_open(c, t, charged);
         } else {
             int early = c->win_t0 - c->fb_since < FEEDBACK_SETTLE_NS;
             c->win_busy += (t - c->win_prev) * util / 100u;
@@ -102,9 +107,7 @@ static void clock_sample(struct vgpu_cdev *c, uint64_t t, uint32_t mhz, int have
                 if (k >= c->fb_ppm || (c->fb_down && !early))
                     c->fb_ppm = k;
                 c->fb_down = !early && k < c->fb_ppm;
-                c->win_t0 = c->win_prev = t;
-                c->win_c0 = charged;
-                c->win_busy = 0;
+                window_open(c, t, charged);
             }
         }
     }
