@@ -83,8 +83,9 @@ def model(f_now: float, power_w: float, util: float, limit_w: float) -> float:
 def test_unsaturated_power_predicts_a_lower_saturated_clock(limiter_driver, power_w, util) -> None:
     f = estimate(limiter_driver, 1980, int(power_w * 1000), util, 700_000)
     assert f == pytest.approx(model(1980, power_w, util, 700), abs=2)
-    # below the clock it runs at now, and within 10 % of the measured saturated clock
-    assert 1445 * 0.9 <= f <= 1637 * 1.1 and f < 1980
+    # below the clock it runs at now, and within 10 % of the first day's saturated clock or
+    # under it (the safe side)
+    assert 1300 <= f < 1480 * 1.1
 
 
 @pytest.mark.parametrize(
@@ -95,7 +96,7 @@ def test_unsaturated_power_predicts_a_lower_saturated_clock(limiter_driver, powe
 )
 def test_a_light_load_is_not_charged_for_a_clock_drop_it_would_not_have(
         limiter_driver, power_w, util) -> None:
-    # all power counted as busy, 289 W at 23 % said "1257 W saturated": 1345 MHz, and 30 % of
+    # all power counted as busy, 289 W at 23 % said "1257 W saturated": 1340 MHz, and 30 % of
     # the GPU's time bought 23.6 % of the throughput
     f = estimate(limiter_driver, 1980, int(power_w * 1000), util, 700_000)
     assert 1800 * 0.97 <= f <= 1980, f
