@@ -25,12 +25,17 @@ def _run(loop, sim_gpu, tmp_path, name: str, **limits: str) -> dict[str, float |
                     CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"{name}.region"), **limits)
 
 
+def _alone_and_held(loop, sim_gpu, tmp_path) -> tuple[dict[str, float | str], ...]:
+    """The model alone, then paced at 30 % (`force`) from its first launch."""
+    return (_run(loop, sim_gpu, tmp_path, "alone"),
+            _run(loop, sim_gpu, tmp_path, "held", CUDA_DEVICE_SM_LIMIT="30",
+                 GPU_CORE_UTILIZATION_POLICY="force"))
+
+
 @pytest.mark.slow
 def test_a_launch_bound_model_under_a_limit_it_never_reaches_keeps_its_speed_from_the_start(
         loop, sim_gpu, tmp_path) -> None:
-    alone = _run(loop, sim_gpu, tmp_path, "alone")
-    held = _run(loop, sim_gpu, tmp_path, "held", CUDA_DEVICE_SM_LIMIT="30",
-                GPU_CORE_UTILIZATION_POLICY="force")
+    alone, held = _alone_and_held(loop, sim_gpu, tmp_path)
     assert float(alone["share"]) < 0.25, alone  # alone it stays well below the limit
     # from its second second on (launch_loop's window), within 10 % of its speed alone
     assert float(held["rate"]) >= 0.9 * float(alone["rate"]), (alone, held)
@@ -43,9 +48,7 @@ def test_module_loading_is_not_charged_as_gpu_time_in_the_first_second(
     # waits behind the start event: charged as the kernel's cost (its provisional charge settled
     # at it, the next launches charged it), the model ran its first second at half its speed
     # under a 30 % limit it never comes near
-    alone = _run(loop, sim_gpu, tmp_path, "alone")
-    held = _run(loop, sim_gpu, tmp_path, "held", CUDA_DEVICE_SM_LIMIT="30",
-                GPU_CORE_UTILIZATION_POLICY="force")
+    alone, held = _alone_and_held(loop, sim_gpu, tmp_path)
     assert float(alone["first_share"]) < 0.25, alone
     # launch_loop's first second: the GPU time of the kernels launched in it over its wall time
     assert float(held["first_share"]) >= 0.9 * float(alone["first_share"]), (alone, held)
