@@ -461,7 +461,8 @@ def bench_shapes(r: Runner, shapes: tuple[Shape, ...], limits: tuple[int, ...] =
             for p in points:
                 if p["limit"] in ab:
                     p["ab"] = ab[p["limit"]]
-                    p["ok"] = ab[p["limit"]]["pct_of_alone"] >= 95
+                    p["ok"] = judge(p["limit"], p["share_pct"], p["alone_share_pct"],
+                                    p["ab"]["pct_of_alone"], 100.0)
         row = {"shape": shape.name, "spec": asdict(shape), "saturated_steps_per_s": ref,
                "share_basis": "throughput / saturated" if ref else "NVML GPU busy",
                "alone_steps_per_s": round(alone_rate, 1),
@@ -677,7 +678,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="shapes,cold,shared,priority",
                     help=f"comma list of sections, of: {', '.join(SECTIONS)}")
     ap.add_argument("--shapes", default="", help="comma list of shape indexes to run (default all)")
-    ap.add_argument("--cold", default="", help="comma list of cold-start indexes (default all)")
+    ap.add_argument("--cold-starts", default="",
+                    help="comma list of cold-start indexes (default all)")
     ap.add_argument("--shim", type=Path, help="a libvgpu.so to run instead of this tree's build")
     ap.add_argument("--phase", type=float, default=2.0, help="seconds per phase")
     ap.add_argument("--warm", type=float, default=0.7, help="seconds of a phase not measured")
@@ -697,9 +699,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, IndexError):
         ap.error(f"--shapes {args.shapes!r}: indexes 0..{len(SHAPES) - 1}, comma separated")
     try:
-        cold = tuple(COLD[int(x)] for x in args.cold.split(",") if x) or COLD
+        cold = tuple(COLD[int(x)] for x in args.cold_starts.split(",") if x) or COLD
     except (ValueError, IndexError):
-        ap.error(f"--cold {args.cold!r}: indexes 0..{len(COLD) - 1}, comma separated")
+        ap.error(f"--cold-starts {args.cold_starts!r}: indexes 0..{len(COLD) - 1}, comma "
+                 "separated")
     if args.shim is not None and not args.shim.is_file():
         ap.error(f"--shim {args.shim}: no such file (a built libvgpu.so)")
     try:
