@@ -17,8 +17,9 @@ least 95 % of the unlimited one.
 Sections: `shapes` (the sweep), `cold` (containers paced from their first launch: the share of
 the first second, the second one and seconds 2-4, each on its own, against a fresh unlimited
 container), `shared` (two containers 30 + 70 under `default`, then the 30 one idles and resumes),
-`priority` (a high-priority container beside a low one), `probe` (event and graph timings of each
-matmul size without libvgpu).  Workers are this file (`worker`).
+`priority` (a high-priority container beside a low one), `trace` (one container's first
+seconds at each limit in 0.5-s slices: busy share, charge, cost scale, waits), `probe` (event and
+graph timings of each matmul size without libvgpu).  Workers are this file (`worker`).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ sys.path.insert(0, str(HERE))
 from bench_compute import Gpu, _gpu_name  # noqa: E402
 
 LIMITS = (10, 30, 50, 70)
-SECTIONS = ("probe", "shapes", "cold", "shared", "priority")
+SECTIONS = ("probe", "shapes", "cold", "trace", "shared", "priority")
 
 
 @dataclass(frozen=True)
@@ -382,8 +383,10 @@ def judge(limit: int, share: float | None, alone_share: float | None, rate: floa
 
 
 def launch_bound(limit: int, alone_share: float) -> bool:
-    """The shape alone uses less than the limit: judged by its speed, not by its share."""
-    return alone_share < limit - 5
+    """The shape alone uses less than the limit: judged by its speed, not by its share (issue
+    18's rule as written; a shape alone at 27 % under a limit of 30 must keep 95 % of its speed,
+    not merely read 25 %)."""
+    return alone_share < limit
 
 
 AB_PHASE_S, AB_ROUNDS = 0.3, 6
@@ -394,10 +397,14 @@ def interleaved(r: Runner, shape: Shape, limits: list[int]) -> dict[int, dict]:
     process: the host's speed drifts by up to ±40 % over seconds (launch-bound shapes' unlimited
     phases of 1.5 s), which alternation this fine averages out.  Per limit: its throughput as %
     of the unlimited phases', and the share of its time it waited in the gate."""
-    phases = ",".join(["0:0.5"] + [f"{lim}:{AB_PHASE_S},0:{AB_PHASE_S}"
-                                   for _ in range(AB_ROUNDS) for lim in limits])
+    # the first two phases warm the process and the gate up (its first paced launches measure
+    # every kernel, the clock thread starts NVML): the cold section measures that start, and
+    # left in it fell on the first limit's first round alone (one run: 85.9 % at the first
+    # limit, 102 at the others, none of them waiting)
+    phases = ",".join([f"0:0.5,{limits[0]}:0.5"] + [f"{lim}:{AB_PHASE_S},0:{AB_PHASE_S}"
+                                                    for _ in range(AB_ROUNDS) for lim in limits])
     res = r.run(shape, phases, r.container(GPU_CORE_UTILIZATION_POLICY="force"),
-                warm_s=0.05)[1:]  # the first phase warms the process up
+                warm_s=0.05)[2:]
     free = statistics.mean(p["steps_per_s"] for p in res if p["limit"] == 0)
     out = {}
     for lim in limits:
@@ -405,7 +412,8 @@ def interleaved(r: Runner, shape: Shape, limits: list[int]) -> dict[int, dict]:
         out[lim] = {"pct_of_alone": round(100 * statistics.mean(p["steps_per_s"] for p in held)
                                           / free, 1),
                     "waited_pct": round(statistics.mean(p.get("waited_pct", 0.0)
-                                                        for p in held), 2)}
+                                                        for p in held), 2),
+                    "rounds_pct": [round(100 * p["steps_per_s"] / free, 1) for p in held]}
     return out
 
 
@@ -514,6 +522,41 @@ def bench_cold(r: Runner, cold: tuple[tuple[Shape, int], ...] = COLD) -> list[di
                "points": points, "raw": runs}
         print(json.dumps({k: v for k, v in row.items() if k != "raw"}), flush=True)
         out.append(row)
+    return out
+
+
+TRACE_SLICE_S, TRACE_SLICES = 0.5, 12
+NVML_PERIOD_S = 0.2  # the H200's utilisation period (bench_nvml_lag.py): a reading lags by it
+
+
+def bench_trace(r: Runner, shapes: tuple[Shape, ...], limits: tuple[int, ...]) -> list[dict]:
+    """Per shape and limit, one container's seconds after the limit is set at run time (after 1 s
+    unlimited) and, once, from its first launch: per TRACE_SLICE_S slice, NVML's busy share
+    (read NVML_PERIOD_S later, as it lags), the share charged, waited, the cost scale."""
+    out = []
+    for shape in shapes:
+        runs = [(lim, "run time", r.run(shape, f"0:1.0,{lim}:{TRACE_SLICE_S}," + ",".join(
+            [f"{lim}:{TRACE_SLICE_S}"] * (TRACE_SLICES - 1)),
+            r.container(GPU_CORE_UTILIZATION_POLICY="force"), warm_s=0.0)[1:])
+            for lim in limits]
+        cold_env = r.container(GPU_CORE_UTILIZATION_POLICY="force",
+                               CUDA_DEVICE_SM_LIMIT=str(limits[-1]))
+        runs.append((limits[-1], "first launch", r.results(r.start(
+            shape, ",".join([f"-1:{TRACE_SLICE_S}"] * TRACE_SLICES), cold_env, 0.0, cold=True))))
+        for lim, since, res in runs:
+            t0 = res[0]["t1"]
+            slices = []
+            for p in res:
+                busy = r.gpu.window(p["t1"] + NVML_PERIOD_S, p["t2"] + NVML_PERIOD_S)
+                slices.append({"t": round(p["t1"] - t0, 2),
+                               "busy_pct": busy.get("gpu_busy_pct"),
+                               "sm_mhz": busy.get("sm_mhz"),
+                               **{k: round(p[k], 3) for k in ("charged_pct", "waited_pct",
+                                                              "cost_scale", "steps_per_s")
+                                  if isinstance(p.get(k), float)}})
+            row = {"shape": shape.name, "limit": lim, "since": since, "slices": slices}
+            print(json.dumps(row), flush=True)
+            out.append(row)
     return out
 
 
@@ -633,6 +676,14 @@ def markdown(res: dict) -> str:
                 + " | " + " / ".join(str(p["alone_share_pct"]) for p in pts)
                 + " | " + " / ".join(str(p["pct_of_alone"]) for p in pts) + " |")
         lines.append("")
+    for t in res.get("trace", []):
+        lines += [f"{t['shape']} at {t['limit']} % from the {t['since']} (force), per "
+                  f"{TRACE_SLICE_S}-s slice: busy % / charged % / waited % / cost scale", "",
+                  "| t s | " + " | ".join(str(x["t"]) for x in t["slices"]) + " |",
+                  "| --- |" + " --- |" * len(t["slices"])]
+        for k in ("busy_pct", "charged_pct", "waited_pct", "cost_scale"):
+            lines.append(f"| {k} | " + " | ".join(str(x.get(k, "")) for x in t["slices"]) + " |")
+        lines.append("")
     sh = res.get("shared")
     if sh:
         lines += [f"Two containers 30 + 70 (default policy), % of alone: both busy "
@@ -728,6 +779,8 @@ def main(argv: list[str] | None = None) -> int:
             res["shapes"] = bench_shapes(r, shapes, limits)
         if "cold" in only:
             res["cold"] = bench_cold(r, cold)
+        if "trace" in only:
+            res["trace"] = bench_trace(r, shapes, limits)
         if "shared" in only:
             res["shared"] = bench_shared(r)
         if "priority" in only:
