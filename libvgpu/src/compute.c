@@ -307,6 +307,7 @@ void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream)
     g->est = 0;
     g->provisional_ns = 0;
     g->provisional_pct = 0;
+    g->provisional_raw = 0;
     ensure_init();
     w = LD(&vgpu_compute_word);
     if (!(w & VGPU_COMPUTE_TOUCHED))

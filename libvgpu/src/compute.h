@@ -39,6 +39,7 @@ struct vgpu_gate {
     uint64_t provisional_ns; /* a launch of unknown cost: what it was charged, settled when its
                               * measurement is read (lim_pacer_settle) */
     uint32_t provisional_pct; /* ... at this limit; 0: nothing to settle */
+    uint64_t provisional_raw; /* ... and what it added to charged_ns (the samples as measured) */
     uint64_t t0;   /* CLOCK_MONOTONIC before the real launch (sampled launches) */
 };
 

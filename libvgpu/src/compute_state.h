@@ -46,6 +46,7 @@ struct vgpu_cpend {
     uint64_t launched; /* CLOCK_MONOTONIC of the launch: its clock tag reads from there on */
     uint64_t provisional_ns;  /* vgpu_gate's: a launch of unknown cost's charge, to settle */
     uint32_t provisional_pct; /* ... at this limit, 0 none */
+    uint64_t provisional_raw; /* ... and what it added to charged_ns */
 };
 
 /* One CUDA device of the process. */

@@ -234,6 +234,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
         if (!known) { /* a provisional charge: settled when its measurement is read */
             g->provisional_ns = charge;
             g->provisional_pct = limit;
+            g->provisional_raw = raw;
         }
     }
     g->est = est;

@@ -119,12 +119,19 @@ void vgpu_measure_poll_locked(struct vgpu_cdev *c)
                             LD(&c->ref_mhz));
             if (p->provisional_pct != 0) {
                 /* charged the running mean at launch: pay (or get back) the difference from
-                 * what its signature is estimated at now */
+                 * what its signature is estimated at now.  charged_ns, which the busy feedback
+                 * holds against NVML, gets what the launch added short (the first launches of a
+                 * process add 0: a model's first 4 kernels of 100 ms ran 400 ms that the first
+                 * feedback window read as "busier than charged", 2x, on the simulated GPU) */
                 int known = 0;
-                uint64_t est = lim_cost_estimate(&vgpu_cs.costs, p->key, &known, NULL);
-                if (known)
+                uint64_t raw = 0;
+                uint64_t est = lim_cost_estimate(&vgpu_cs.costs, p->key, &known, &raw);
+                if (known) {
                     lim_pacer_settle(&c->blk->tat_ns, p->provisional_ns,
                                      lim_scale_cost(est, LD(&c->scale_ppm)), p->provisional_pct);
+                    if (raw > p->provisional_raw)
+                        ADD(&c->blk->charged_ns, raw - p->provisional_raw);
+                }
             }
         }
         if (p->provisional_pct != 0)
@@ -160,6 +167,7 @@ static void claim(struct vgpu_cdev *c, struct vgpu_cpend *p, struct vgpu_gate *g
     p->launched = vgpu_compute_now();
     p->provisional_ns = g->provisional_ns;
     p->provisional_pct = g->provisional_pct;
+    p->provisional_raw = g->provisional_raw;
     if (p->provisional_pct != 0)
         ST(&c->provisional, c->provisional + 1u);
     p->due = LD(&c->horizon);
