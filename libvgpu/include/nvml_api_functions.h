@@ -34,3 +34,7 @@ GW_NVML_FN(nvmlDeviceGetClockInfo, (nvmlDevice_t device, nvmlClockType_t type,
                                     unsigned int *clock))
 GW_NVML_FN(nvmlDeviceGetPowerUsage, (nvmlDevice_t device, unsigned int *power))
 GW_NVML_FN(nvmlDeviceGetEnforcedPowerLimit, (nvmlDevice_t device, unsigned int *limit))
+GW_NVML_FN(nvmlDeviceGetSamples, (nvmlDevice_t device, nvmlSamplingType_t type,
+                                  unsigned long long lastSeenTimeStamp,
+                                  nvmlValueType_t *sampleValType, unsigned int *sampleCount,
+                                  nvmlSample_t *samples))

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "compute.h"
 #include "compute_state.h"
@@ -23,12 +24,17 @@
 #define FEEDBACK_WINDOW_NS 500000000ull /* busy feedback: the shortest window */
 #define FEEDBACK_WINDOW_KERNELS 16u     /* ... at least this many of the longest kernels' paces */
 #define FEEDBACK_WINDOW_MAX_NS 8000000000ull
+#define SAMPLES_MAX 32u  /* NVML utilisation samples read per call */
+#define SAMPLE_PERIOD_MAX_US 1500000ull /* a longer gap between two samples is no one period */
 
 typedef nvmlReturn_t (*nvml_init_fn)(void);
 typedef nvmlReturn_t (*nvml_by_uuid_fn)(const char *uuid, nvmlDevice_t *device);
 typedef nvmlReturn_t (*nvml_clock_fn)(nvmlDevice_t device, unsigned int type, unsigned int *mhz);
 typedef nvmlReturn_t (*nvml_util_fn)(nvmlDevice_t device, nvmlUtilization_t *utilization);
 typedef nvmlReturn_t (*nvml_mw_fn)(nvmlDevice_t device, unsigned int *milliwatts);
+typedef nvmlReturn_t (*nvml_samples_fn)(nvmlDevice_t device, nvmlSamplingType_t type,
+                                        unsigned long long last_seen, nvmlValueType_t *type_out,
+                                        unsigned int *count, nvmlSample_t *samples);
 #define NVML_CLOCK_SM_ID 1u /* nvmlClockType_t NVML_CLOCK_SM */
 
 /* A busy-feedback window begins at `t`, with `charged` ns charged so far. */
@@ -39,11 +45,122 @@ static void window_open(struct vgpu_cdev *c, uint64_t t, uint64_t charged)
     c->win_busy = 0;
 }
 
-/* One clock-thread sample of a device: publish the SM clock kernels run at and f_sat (the cost
- * estimates' DVFS correction, sample by sample), and fold the utilisation into the busy
- * feedback, which is the cost scale. */
+/* One of the driver's utilisation samples: the GPU was busy `pct` % of [from, to] (this
+ * process's CLOCK_MONOTONIC, ns). */
+struct util_period {
+    uint64_t from, to;
+    uint32_t pct;
+};
+
+/* The device's charged_ns at time t, from the clock thread's readings of it (one a tick),
+ * interpolated between the two around t. */
+static uint64_t charged_at(const struct vgpu_cdev *c, uint64_t t)
+{
+    uint32_t n = c->chg_n, i;
+    uint64_t t1 = 0, v1 = 0;
+
+    for (i = 0; i < VGPU_CS_CHARGED && i < n; i++) {
+        uint32_t k = (n - 1u - i) % VGPU_CS_CHARGED;
+        uint64_t t0 = c->chg_t[k], v0 = c->chg_v[k];
+        if (t0 <= t) {
+            if (i == 0 || t1 <= t0 || v1 < v0)
+                return v0;
+            return v0 + (uint64_t)((double)(v1 - v0) * (double)(t - t0) / (double)(t1 - t0));
+        }
+        t1 = t0;
+        v1 = v0;
+    }
+    return v1; /* older than every reading: the oldest */
+}
+
+/* The busy feedback's window length at `limit`: FEEDBACK_WINDOW_NS, or FEEDBACK_WINDOW_KERNELS
+ * paces of the longest kernel when longer (with 100-ms kernels paced at 30 %, a 0.5-s window
+ * holds one or two, and its busy share swings by half), at most FEEDBACK_WINDOW_MAX_NS. */
+static uint64_t feedback_window(const struct vgpu_cdev *c, uint32_t limit)
+{
+    uint64_t win = lim_pacer_increment(LD(&c->longest), limit) * FEEDBACK_WINDOW_KERNELS;
+    return win < FEEDBACK_WINDOW_NS ? FEEDBACK_WINDOW_NS
+           : win > FEEDBACK_WINDOW_MAX_NS ? FEEDBACK_WINDOW_MAX_NS : win;
+}
+
+/* The busy feedback from the driver's own samples (nvmlDeviceGetSamples), each stamped with the
+ * end of its period: a window is whole periods that began after the feedback conditions did,
+ * compared with the charges over exactly that span.  Nothing in it predates the conditions, so
+ * no settle is needed and each window moves the factor half way, both ways.  The first one
+ * waits until some kernel's cost is known (a signature with 4 samples): before, launches are
+ * charged provisionally and charged_ns holds no samples of them. */
+static void feedback_periods(struct vgpu_cdev *c, const struct util_period *p, unsigned n,
+                             uint32_t limit)
+{
+    for (unsigned i = 0; i < n; i++) {
+        if (p[i].from < c->fb_since)
+            continue; /* it began before the conditions */
+        if (c->win_t0 == 0) {
+            if (LD(&c->longest) == 0 && p[i].to - c->fb_since < FEEDBACK_SETTLE_NS)
+                continue;
+            c->win_t0 = p[i].from;
+            c->win_c0 = charged_at(c, p[i].from);
+            c->win_busy = 0;
+        }
+        c->win_busy += (p[i].to - p[i].from) * p[i].pct / 100u;
+        if (p[i].to - c->win_t0 >= feedback_window(c, limit)) {
+            uint64_t charged = charged_at(c, p[i].to);
+            if (charged >= c->win_c0) /* else bound to the region's block meanwhile */
+                c->fb_ppm = lim_busy_feedback(c->fb_ppm, c->win_busy, charged - c->win_c0,
+                                              p[i].to - c->win_t0);
+            c->win_t0 = 0;
+        }
+    }
+}
+
+/* The busy feedback from the utilisation rate (where the driver gives no samples): an average
+ * over the driver's last period, read every tick, which lags a change by up to a period or two
+ * (up to 1 s each, by NVML's documentation).  So windows of FEEDBACK_WINDOW_NS only after the
+ * conditions held FEEDBACK_SETTLE_NS already, after one early window from FEEDBACK_EARLY_NS
+ * that may only raise the factor. */
+static void feedback_rates(struct vgpu_cdev *c, uint64_t t, uint32_t util, uint32_t limit,
+                           uint64_t charged)
+{
+    uint64_t win;
+
+    if (t - c->fb_since < FEEDBACK_EARLY_NS)
+        return;
+    win = feedback_window(c, limit);
+    if (c->win_t0 == 0) {
+        /* the early window only where a window is short: the longest kernel known (a signature
+         * with a few samples) and short.  It ends at the settle, and the regular windows
+         * follow */
+        if (t - c->fb_since >= FEEDBACK_SETTLE_NS ||
+            (win == FEEDBACK_WINDOW_NS && LD(&c->longest) != 0))
+            window_open(c, t, charged);
+        return;
+    }
+    int early = c->win_t0 - c->fb_since < FEEDBACK_SETTLE_NS;
+    c->win_busy += (t - c->win_prev) * util / 100u;
+    c->win_prev = t;
+    if (early ? t - c->fb_since >= FEEDBACK_SETTLE_NS : t - c->win_t0 >= win) {
+        /* an early window that long kernels came into meanwhile says nothing */
+        uint32_t k = early && win != FEEDBACK_WINDOW_NS ? c->fb_ppm
+                     : lim_busy_feedback(c->fb_ppm, c->win_busy, charged - c->win_c0,
+                                         t - c->win_t0);
+        /* down only when two regular windows in a row ask for it: the rate can still hold the
+         * idle time before a start or a limit change (read as "over-estimated", it would
+         * overshoot the limit).  Up at once, the early window too: a stale reading that says
+         * "busier than charged" holds the container lower for a window, the safe side. */
+        if (k >= c->fb_ppm || (c->fb_down && !early))
+            c->fb_ppm = k;
+        c->fb_down = !early && k < c->fb_ppm;
+        window_open(c, t, charged);
+    }
+}
+
+/* One clock-thread tick of a device: publish the SM clock kernels run at and f_sat (the cost
+ * estimates' DVFS correction, sample by sample), and fold the utilisation (the driver's new
+ * samples `p`, or, where it gives none, the rate `util`) into the busy feedback, which is the
+ * cost scale. */
 static void clock_sample(struct vgpu_cdev *c, uint64_t t, uint32_t mhz, int have_mhz,
-                         uint32_t util, uint32_t power_mw)
+                         uint32_t util, uint32_t power_mw, const struct util_period *p,
+                         unsigned np)
 {
     struct vgpu_compute_device *blk = __atomic_load_n(&c->blk, __ATOMIC_ACQUIRE);
     uint32_t limit = LD(&c->limit);
@@ -67,49 +184,21 @@ static void clock_sample(struct vgpu_cdev *c, uint64_t t, uint32_t mhz, int have
            (t / 1000000u) << 16 | (lim_clock_tag(mhz, util, ref) & 0xffffu));
         __atomic_store_n(&c->nclocks, n + 1u, __ATOMIC_RELEASE);
     }
-    /* Busy feedback: windows of FEEDBACK_WINDOW_NS, only while paced at one limit and alone on
-     * the GPU (no other container present, not yielding) for FEEDBACK_SETTLE_NS already
-     * (utilisation is an average over the driver's last period and lags a change), after one
-     * early window from FEEDBACK_EARLY_NS that may only raise the factor. */
+    c->chg_t[c->chg_n % VGPU_CS_CHARGED] = t;
+    c->chg_v[c->chg_n % VGPU_CS_CHARGED] = charged;
+    c->chg_n++;
+    /* Busy feedback, only while paced at one limit and alone on the GPU (no other container
+     * present, not yielding): the busy time is then this container's own. */
     if (limit == 0 || LD(&c->track) || LD(&c->yield) || limit != c->fb_limit ||
         (c->win_t0 != 0 && charged < c->win_c0) /* bound to the region's block meanwhile */) {
         c->fb_since = t;
         c->fb_limit = limit;
         c->win_t0 = 0;
         c->fb_down = 0;
-    } else if (t - c->fb_since >= FEEDBACK_EARLY_NS) {
-        /* a window holds many of the longest kernels: with 100-ms kernels paced at 30 %, a
-         * 0.5-s window holds one or two, and its busy share swings by half */
-        uint64_t win = lim_pacer_increment(LD(&c->longest), limit) * FEEDBACK_WINDOW_KERNELS;
-        win = win < FEEDBACK_WINDOW_NS ? FEEDBACK_WINDOW_NS
-              : win > FEEDBACK_WINDOW_MAX_NS ? FEEDBACK_WINDOW_MAX_NS : win;
-        if (c->win_t0 == 0) {
-            /* the early window only where a window is short: the longest kernel known (a
-             * signature with a few samples) and short.  It ends at the settle, and the regular
-             * windows follow */
-            if (t - c->fb_since >= FEEDBACK_SETTLE_NS ||
-                (win == FEEDBACK_WINDOW_NS && LD(&c->longest) != 0))
-                window_open(c, t, charged);
-        } else {
-            int early = c->win_t0 - c->fb_since < FEEDBACK_SETTLE_NS;
-            c->win_busy += (t - c->win_prev) * util / 100u;
-            c->win_prev = t;
-            if (early ? t - c->fb_since >= FEEDBACK_SETTLE_NS : t - c->win_t0 >= win) {
-                /* an early window that long kernels came into meanwhile says nothing */
-                uint32_t k = early && win != FEEDBACK_WINDOW_NS ? c->fb_ppm
-                             : lim_busy_feedback(c->fb_ppm, c->win_busy, charged - c->win_c0,
-                                                 t - c->win_t0);
-                /* down only when two regular windows in a row ask for it: NVML's utilisation
-                 * averages over its own period, which can still hold the idle time before a
-                 * start or a limit change (read as "over-estimated", it would overshoot the
-                 * limit).  Up at once, the early window too: a stale reading that says "busier
-                 * than charged" holds the container lower for a window, the safe side. */
-                if (k >= c->fb_ppm || (c->fb_down && !early))
-                    c->fb_ppm = k;
-                c->fb_down = !early && k < c->fb_ppm;
-                window_open(c, t, charged);
-            }
-        }
+    } else if (c->samples == 1) {
+        feedback_periods(c, p, np, limit);
+    } else {
+        feedback_rates(c, t, util, limit, charged);
     }
     if (c->fb_ppm < LIM_FEEDBACK_MIN_PPM || c->fb_ppm > LIM_FEEDBACK_MAX_PPM)
         c->fb_ppm = LIM_SCALE_ONE;
@@ -117,6 +206,60 @@ static void clock_sample(struct vgpu_cdev *c, uint64_t t, uint32_t mhz, int have
     ST(&c->scale_ppm, (uint32_t)scale);
     ST(&blk->cost_scale_ppm, (uint32_t)scale);
     ST(&blk->sat_mhz, c->sat_mhz);
+}
+
+/* The driver's utilisation samples since the last read, as periods of this process's clock
+ * (`now`): sets c->samples to 1 once the driver gives them, 2 where it does not (then the rate
+ * is read instead).  Returns the number of periods in p. */
+static unsigned read_periods(struct vgpu_cdev *c, nvml_samples_fn samples, uint64_t now,
+                             struct util_period *p)
+{
+    nvmlSample_t buf[SAMPLES_MAX];
+    unsigned int n = SAMPLES_MAX, i, np = 0;
+    nvmlValueType_t type = NVML_VALUE_TYPE_DOUBLE;
+    struct timespec rt;
+    int64_t off;
+    nvmlReturn_t rc;
+
+    if (samples == NULL || c->samples == 2 || clock_gettime(CLOCK_REALTIME, &rt) != 0) {
+        c->samples = 2;
+        return 0;
+    }
+    off = (int64_t)rt.tv_sec * 1000000000LL + rt.tv_nsec - (int64_t)now;
+    /* the first read: the last 2 s (the driver keeps more; only the newest matters) */
+    rc = samples(c->nvml, NVML_GPU_UTILIZATION_SAMPLES,
+                 c->samp_seen ? c->samp_seen
+                              : (unsigned long long)(rt.tv_sec - 2) * 1000000ull, &type, &n, buf);
+    if (rc == NVML_ERROR_NOT_FOUND) /* nothing new */
+        return 0;
+    if (rc != NVML_SUCCESS || type != NVML_VALUE_TYPE_UNSIGNED_INT) {
+        if (c->samples == 0) {
+            c->samples = 2;
+            vgpu_log(VGPU_LOG_INFO, "compute: NVML gives no GPU utilisation samples; the busy "
+                     "feedback reads the utilisation rate, which lags, and waits for it to "
+                     "settle");
+        }
+        return 0;
+    }
+    if (c->samples != 1) { /* the rate's window, if one was open, is no window of samples */
+        c->samples = 1;
+        c->win_t0 = 0;
+    }
+    for (i = 0; i < n && i < SAMPLES_MAX; i++) {
+        unsigned long long ts = buf[i].timeStamp;
+        if (ts <= c->samp_seen)
+            continue;
+        if (c->samp_seen != 0 && ts - c->samp_seen <= SAMPLE_PERIOD_MAX_US &&
+            (int64_t)(c->samp_seen * 1000ull) - off > 0) {
+            uint32_t v = buf[i].sampleValue.uiVal;
+            p[np].from = (uint64_t)((int64_t)(c->samp_seen * 1000ull) - off);
+            p[np].to = (uint64_t)((int64_t)(ts * 1000ull) - off);
+            p[np].pct = v > 100u ? 100u : v;
+            np++;
+        }
+        c->samp_seen = ts;
+    }
+    return np;
 }
 
 static void *clock_main(void *arg)
@@ -127,6 +270,7 @@ static void *clock_main(void *arg)
     nvml_clock_fn clk = NULL;
     nvml_util_fn util = NULL;
     nvml_mw_fn power = NULL, power_limit = NULL;
+    nvml_samples_fn samples = NULL;
     uint64_t next;
     int d, any = 0;
 
@@ -138,6 +282,7 @@ static void *clock_main(void *arg)
         *(void **)&util = vgpu_real_dlsym(h, "nvmlDeviceGetUtilizationRates");
         *(void **)&power = vgpu_real_dlsym(h, "nvmlDeviceGetPowerUsage");
         *(void **)&power_limit = vgpu_real_dlsym(h, "nvmlDeviceGetEnforcedPowerLimit");
+        *(void **)&samples = vgpu_real_dlsym(h, "nvmlDeviceGetSamples");
     }
     if (init == NULL || by_uuid == NULL || util == NULL || init() != NVML_SUCCESS) {
         vgpu_log(VGPU_LOG_INFO, "compute: NVML unavailable (%s); costs are not corrected for "
@@ -179,13 +324,18 @@ static void *clock_main(void *arg)
             struct vgpu_cdev *c = &vgpu_cs.dev[d];
             unsigned int mhz = 0, mw = 0;
             nvmlUtilization_t ut = {0, 0};
+            struct util_period p[SAMPLES_MAX];
+            unsigned np;
+            uint64_t now;
             int have_mhz;
             if (c->nvml == NULL || util(c->nvml, &ut) != NVML_SUCCESS)
                 continue;
             have_mhz = clk != NULL && clk(c->nvml, NVML_CLOCK_SM_ID, &mhz) == NVML_SUCCESS;
             if (power == NULL || power(c->nvml, &mw) != NVML_SUCCESS)
                 mw = 0;
-            clock_sample(c, vgpu_compute_now(), mhz, have_mhz, ut.gpu > 100u ? 100u : ut.gpu, mw);
+            now = vgpu_compute_now();
+            np = read_periods(c, samples, now, p);
+            clock_sample(c, now, mhz, have_mhz, ut.gpu > 100u ? 100u : ut.gpu, mw, p, np);
         }
     }
     return NULL;

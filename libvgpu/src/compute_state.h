@@ -25,6 +25,7 @@
 #define VGPU_CS_POOL      (2u * VGPU_CS_RING + 4u) /* spare events per device */
 #define VGPU_CS_CLAIM_MAX 8u  /* claiming-high processes a low watches per device */
 #define VGPU_CS_CLOCKS    8u  /* NVML clock readings kept per device (the last 0.8 s) */
+#define VGPU_CS_CHARGED   32u /* charged_ns readings kept per device, one a tick (3.2 s) */
 
 #define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 #define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
@@ -74,6 +75,10 @@ struct vgpu_cdev {
     uint32_t fb_limit;  /* the limit the feedback conditions started with */
     uint64_t fb_since;  /* when the feedback conditions (paced, alone) began, 0 not now */
     uint64_t win_t0, win_c0, win_busy, win_prev; /* the current feedback window */
+    uint32_t samples;   /* NVML's utilisation samples: 0 not known yet, 1 read, 2 not given */
+    unsigned long long samp_seen; /* the newest sample's timestamp (CLOCK_REALTIME us), 0 none */
+    uint64_t chg_t[VGPU_CS_CHARGED], chg_v[VGPU_CS_CHARGED]; /* charged_ns, one reading a tick */
+    uint32_t chg_n;
     uint64_t horizon; /* when this process's estimated queued work on the device ends (atomic) */
     uint32_t flags;   /* VGPU_COMPUTE_FLAG_* */
     int region_idx;   /* device entry, -1: not in the region yet, `local` is used */

@@ -54,6 +54,8 @@ STRUCTS: dict[str, tuple[str, ...]] = {
         "pid", "timeStamp", "smUtil", "memUtil", "encUtil", "decUtil",
     ),
     "nvmlUtilization_t": ("gpu", "memory"),
+    "nvmlValue_t": ("dVal", "uiVal", "ulVal", "ullVal", "sllVal"),
+    "nvmlSample_t": ("timeStamp", "sampleValue", "sampleValue.uiVal"),
 }
 
 _ENUM_CONST = re.compile(r"^\s+((?:CU|CUDA|NVML)_[A-Z0-9_]+)\s*=", re.MULTILINE)

@@ -17,7 +17,8 @@
 #define GWSIM_VERSION 2u /* 2: the DVFS load (dvfs[]) */
 #define GWSIM_MAX_DEVICES 8u
 #define GWSIM_MAX_PROCS 256u
-#define GWSIM_RING 16384u /* kernel records kept per device */
+#define GWSIM_RING 65536u /* kernel records kept per device: a second of 5-us kernels at 30 % (NVML
+                           * reports whole periods of up to 1 s) */
 #define GWSIM_NAME_LEN 96u
 #define GWSIM_SM_COUNT 132u
 #define GWSIM_DEFAULT_MEMORY (80ULL << 30)

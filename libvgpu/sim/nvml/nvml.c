@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../include/nvml_api.h"
 #include "common/simstate.h"
@@ -18,9 +19,19 @@ struct nvmlDevice_st {
 static struct nvmlDevice_st g_devices[GWSIM_MAX_DEVICES];
 static int g_init_count; /* atomic: nvmlInit calls not yet shut down */
 static uint64_t g_window_ns = 1000000000ULL;
+static int g_samples = 1; /* nvmlDeviceGetSamples answers (GPUWARDEN_SIM_UTIL_SAMPLES) */
 
 static void read_window(void)
 {
+    const char *s = getenv("GPUWARDEN_SIM_UTIL_SAMPLES");
+    if (s != NULL && *s != '\0') {
+        if (strcmp(s, "0") != 0 && strcmp(s, "1") != 0)
+            gwsim_error("GPUWARDEN_SIM_UTIL_SAMPLES=\"%s\" is not valid: use 1 (nvmlDeviceGetSamples "
+                        "gives the utilization of each whole window) or 0 (it is not supported, "
+                        "as on a driver without it); using 1", s);
+        else
+            g_samples = *s == '1';
+    }
     const char *v = getenv("GPUWARDEN_SIM_UTIL_WINDOW_MS");
     if (v == NULL || *v == '\0')
         return;
@@ -378,6 +389,55 @@ GWSIM_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
     uint64_t from = now > g_window_ns ? now - g_window_ns : 0;
     utilization->gpu = percent(gwsim_busy_between(st, device->index, 0, from, now), now - from);
     utilization->memory = 0; /* no memory traffic is simulated */
+    return NVML_SUCCESS;
+}
+
+/* The driver's utilization samples: one per whole window (g_window_ns, aligned on
+ * CLOCK_MONOTONIC), stamped with the CLOCK_REALTIME microsecond its window ended, as NVML stamps
+ * its own (the H200's: one every 200 ms).  Only the last SAMPLES_KEPT windows: older ones are
+ * no longer in the kernel record ring. */
+#define SAMPLES_KEPT 8u
+
+GWSIM_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_t type,
+                                               unsigned long long lastSeenTimeStamp,
+                                               nvmlValueType_t *sampleValType,
+                                               unsigned int *sampleCount, nvmlSample_t *samples)
+{
+    struct gwsim_state *st = ready();
+    if (st == NULL)
+        return NVML_ERROR_UNINITIALIZED;
+    if (device_of(st, device) == NULL || sampleCount == NULL || sampleValType == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!g_samples || type != NVML_GPU_UTILIZATION_SAMPLES)
+        return NVML_ERROR_NOT_SUPPORTED;
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    uint64_t now = gwsim_now_ns();
+    int64_t off = (int64_t)rt.tv_sec * 1000000000LL + rt.tv_nsec - (int64_t)now;
+    uint64_t newest = now - now % g_window_ns;
+    /* windows that ended after lastSeenTimeStamp (half a window of slack: the two clocks'
+     * offset is read anew on each call) */
+    int64_t seen = (int64_t)(lastSeenTimeStamp * 1000ULL) - off + (int64_t)(g_window_ns / 2);
+    unsigned n = 0;
+    while (n < SAMPLES_KEPT && newest >= (uint64_t)(n + 1) * g_window_ns &&
+           (lastSeenTimeStamp == 0 || (int64_t)(newest - (uint64_t)n * g_window_ns) > seen))
+        n++;
+    if (n == 0)
+        return NVML_ERROR_NOT_FOUND;
+    *sampleValType = NVML_VALUE_TYPE_UNSIGNED_INT;
+    if (samples == NULL) {
+        *sampleCount = n;
+        return NVML_SUCCESS;
+    }
+    if (n > *sampleCount)
+        n = *sampleCount; /* the newest ones */
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t end = newest - (uint64_t)(n - 1u - i) * g_window_ns;
+        samples[i].timeStamp = (unsigned long long)(((int64_t)end + off) / 1000);
+        samples[i].sampleValue.uiVal = percent(
+            gwsim_busy_between(st, device->index, 0, end - g_window_ns, end), g_window_ns);
+    }
+    *sampleCount = n;
     return NVML_SUCCESS;
 }
 
