@@ -88,7 +88,7 @@ static uint64_t feedback_window(const struct vgpu_cdev *c, uint32_t limit)
  * compared with the charges over exactly that span.  Nothing in it predates the conditions, so
  * no settle is needed and each window moves the factor half way, both ways.  The first one
  * waits until some kernel's cost is known (a signature with 4 samples): before, launches are
- * charged provisionally and charged_ns holds no samples of them. */
+ * charged provisionally, and charged_ns counts them only as their measurements settle them. */
 static void feedback_periods(struct vgpu_cdev *c, const struct util_period *p, unsigned n,
                              uint32_t limit)
 {
