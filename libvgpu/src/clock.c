@@ -98,9 +98,7 @@ static void feedback_periods(struct vgpu_cdev *c, const struct util_period *p, u
         if (c->win_t0 == 0) {
             if (LD(&c->longest) == 0 && p[i].to - c->fb_since < FEEDBACK_SETTLE_NS)
                 continue;
-            c->win_t0 = p[i].from;
-            c->win_c0 = charged_at(c, p[i].from);
-            c->win_busy = 0;
+            window_open(c, p[i].from, charged_at(c, p[i].from));
         }
         c->win_busy += (p[i].to - p[i].from) * p[i].pct / 100u;
         if (p[i].to - c->win_t0 >= feedback_window(c, limit)) {
