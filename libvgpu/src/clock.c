@@ -23,7 +23,8 @@
                                         * periods (tests/benchmarks/bench_nvml_lag.py) */
 #define FEEDBACK_WINDOW_NS 500000000ull /* busy feedback: the shortest window */
 #define FEEDBACK_WINDOW_KERNELS 16u     /* ... at least this many of the longest kernels' paces */
-#define FEEDBACK_WINDOW_MAX_NS 8000000000ull
+#define FEEDBACK_WINDOW_MAX_NS 8000000000ull /* ... and at least FEEDBACK_WINDOW_KERNELS
+                                             * launches, unless it is this long */
 #define SAMPLES_MAX 32u  /* NVML utilisation samples read per call */
 #define SAMPLE_PERIOD_MAX_US 1500000ull /* a longer gap between two samples is no one period */
 
@@ -37,11 +38,12 @@ typedef nvmlReturn_t (*nvml_samples_fn)(nvmlDevice_t device, nvmlSamplingType_t 
                                         unsigned int *count, nvmlSample_t *samples);
 #define NVML_CLOCK_SM_ID 1u /* nvmlClockType_t NVML_CLOCK_SM */
 
-/* A busy-feedback window begins at `t`, with `charged` ns charged so far. */
-static void window_open(struct vgpu_cdev *c, uint64_t t, uint64_t charged)
+/* A busy-feedback window begins at `t`, with `charged` ns charged so far and `launches` made. */
+static void window_open(struct vgpu_cdev *c, uint64_t t, uint64_t charged, uint64_t launches)
 {
     c->win_t0 = c->win_prev = t;
     c->win_c0 = charged;
+    c->win_l0 = launches;
     c->win_busy = 0;
 }
 
@@ -83,6 +85,19 @@ static uint64_t feedback_window(const struct vgpu_cdev *c, uint32_t limit)
            : win > FEEDBACK_WINDOW_MAX_NS ? FEEDBACK_WINDOW_MAX_NS : win;
 }
 
+/* Whether the open window, `span` ns long with the device's count of launches at `launches`,
+ * is long enough to judge: feedback_window() and FEEDBACK_WINDOW_KERNELS launches, or
+ * FEEDBACK_WINDOW_MAX_NS.  The count holds where the longest kernel is not known yet (its
+ * signature has too few samples, as under CPU contention in the first second): 100-ms kernels
+ * judged over 0.5 s, two or three of them charged at launch against NVML's busy time as they
+ * run, moved the factor by 5-17 % on the boundaries alone. */
+static int window_done(const struct vgpu_cdev *c, uint64_t span, uint64_t launches,
+                       uint32_t limit)
+{
+    return span >= FEEDBACK_WINDOW_MAX_NS ||
+           (span >= feedback_window(c, limit) && launches - c->win_l0 >= FEEDBACK_WINDOW_KERNELS);
+}
+
 /* The busy feedback from the driver's own samples (nvmlDeviceGetSamples), each stamped with the
  * end of its period: a window is whole periods that began after the feedback conditions did,
  * compared with the charges over exactly that span.  Nothing in it predates the conditions, so
@@ -90,7 +105,7 @@ static uint64_t feedback_window(const struct vgpu_cdev *c, uint32_t limit)
  * waits until some kernel's cost is known (a signature with 4 samples): before, launches are
  * charged provisionally, and charged_ns counts them only as their measurements settle them. */
 static void feedback_periods(struct vgpu_cdev *c, const struct util_period *p, unsigned n,
-                             uint32_t limit)
+                             uint32_t limit, uint64_t launches)
 {
     for (unsigned i = 0; i < n; i++) {
         if (p[i].from < c->fb_since)
@@ -98,10 +113,10 @@ static void feedback_periods(struct vgpu_cdev *c, const struct util_period *p, u
         if (c->win_t0 == 0) {
             if (LD(&c->longest) == 0 && p[i].to - c->fb_since < FEEDBACK_SETTLE_NS)
                 continue;
-            window_open(c, p[i].from, charged_at(c, p[i].from));
+            window_open(c, p[i].from, charged_at(c, p[i].from), launches);
         }
         c->win_busy += (p[i].to - p[i].from) * p[i].pct / 100u;
-        if (p[i].to - c->win_t0 >= feedback_window(c, limit)) {
+        if (window_done(c, p[i].to - c->win_t0, launches, limit)) {
             uint64_t charged = charged_at(c, p[i].to);
             if (charged >= c->win_c0) /* else bound to the region's block meanwhile */
                 c->fb_ppm = lim_busy_feedback(c->fb_ppm, c->win_busy, charged - c->win_c0,
@@ -117,7 +132,7 @@ static void feedback_periods(struct vgpu_cdev *c, const struct util_period *p, u
  * conditions held FEEDBACK_SETTLE_NS already, after one early window from FEEDBACK_EARLY_NS
  * that may only raise the factor. */
 static void feedback_rates(struct vgpu_cdev *c, uint64_t t, uint32_t util, uint32_t limit,
-                           uint64_t charged)
+                           uint64_t charged, uint64_t launches)
 {
     uint64_t win;
 
@@ -130,13 +145,14 @@ static void feedback_rates(struct vgpu_cdev *c, uint64_t t, uint32_t util, uint3
          * follow */
         if (t - c->fb_since >= FEEDBACK_SETTLE_NS ||
             (win == FEEDBACK_WINDOW_NS && LD(&c->longest) != 0))
-            window_open(c, t, charged);
+            window_open(c, t, charged, launches);
         return;
     }
     int early = c->win_t0 - c->fb_since < FEEDBACK_SETTLE_NS;
     c->win_busy += (t - c->win_prev) * util / 100u;
     c->win_prev = t;
-    if (early ? t - c->fb_since >= FEEDBACK_SETTLE_NS : t - c->win_t0 >= win) {
+    if (early ? t - c->fb_since >= FEEDBACK_SETTLE_NS
+              : window_done(c, t - c->win_t0, launches, limit)) {
         /* an early window that long kernels came into meanwhile says nothing */
         uint32_t k = early && win != FEEDBACK_WINDOW_NS ? c->fb_ppm
                      : lim_busy_feedback(c->fb_ppm, c->win_busy, charged - c->win_c0,
@@ -148,7 +164,7 @@ static void feedback_rates(struct vgpu_cdev *c, uint64_t t, uint32_t util, uint3
         if (k >= c->fb_ppm || (c->fb_down && !early))
             c->fb_ppm = k;
         c->fb_down = !early && k < c->fb_ppm;
-        window_open(c, t, charged);
+        window_open(c, t, charged, launches);
     }
 }
 
@@ -194,9 +210,9 @@ static void clock_sample(struct vgpu_cdev *c, uint64_t t, uint32_t mhz, int have
         c->win_t0 = 0;
         c->fb_down = 0;
     } else if (c->samples == 1) {
-        feedback_periods(c, p, np, limit);
+        feedback_periods(c, p, np, limit, LD(&blk->launches));
     } else {
-        feedback_rates(c, t, util, limit, charged);
+        feedback_rates(c, t, util, limit, charged, LD(&blk->launches));
     }
     if (c->fb_ppm < LIM_FEEDBACK_MIN_PPM || c->fb_ppm > LIM_FEEDBACK_MAX_PPM)
         c->fb_ppm = LIM_SCALE_ONE;

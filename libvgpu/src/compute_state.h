@@ -75,6 +75,7 @@ struct vgpu_cdev {
     uint32_t fb_limit;  /* the limit the feedback conditions started with */
     uint64_t fb_since;  /* when the feedback conditions (paced, alone) began, 0 not now */
     uint64_t win_t0, win_c0, win_busy, win_prev; /* the current feedback window */
+    uint64_t win_l0;    /* ... the device's launches when it opened */
     uint32_t samples;   /* NVML's utilisation samples: 0 not known yet, 1 read, 2 not given */
     unsigned long long samp_seen; /* the newest sample's timestamp (CLOCK_REALTIME us), 0 none */
     uint64_t chg_t[VGPU_CS_CHARGED], chg_v[VGPU_CS_CHARGED]; /* charged_ns, one reading a tick */
