@@ -190,8 +190,11 @@ def write_policy(d: Path, text: str = TEST_POLICY) -> Path:
 
 
 def pid_alive(pid: int) -> bool:
+    """The process runs: it exists and is no zombie (a child of the test's own that exited and
+    was not reaped yet still takes signals)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (ProcessLookupError, FileNotFoundError):
         return False
-    return True
+    return stat[stat.rindex(")") + 2] != "Z"

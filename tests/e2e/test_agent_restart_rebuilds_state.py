@@ -4,6 +4,7 @@ leaves nothing counted in its region."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 
@@ -18,8 +19,20 @@ pytestmark = [pytest.mark.bpf, pytest.mark.slow]
 
 def test_restart_finds_workload_without_false_kill(start_agent, gpu_job: Path) -> None:
     agent: AgentProc = start_agent()
+    # it holds its memory longer than the test runs (it is killed below): with 12 s, on a loaded
+    # 2-core machine, the restarted agent's eBPF compile took long enough that the job ended,
+    # and the agent, rightly, tracked no workload any more
     w = agent.run(["--namespace", "strict", "--name", "long", "--gpumem", "1GiB"],
-                  [gpu_job, "256", "12000"])
+                  [gpu_job, "256", "120000"])
+    try:
+        _restart_keeps(agent, w)
+    finally:
+        if w.poll() is None:
+            w.kill()
+            w.wait(10)
+
+
+def _restart_keeps(agent: AgentProc, w: subprocess.Popen[str]) -> None:
     adm = agent.wait_event(lambda e: e.get("event") == "workload_admitted")
     region = agent.state_dir / "regions" / f"{adm['workload']['id']}.region"
     with Region.open(region) as r:
