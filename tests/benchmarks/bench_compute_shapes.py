@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -417,10 +418,11 @@ def interleaved(r: Runner, shape: Shape, limits: list[int]) -> dict[int, dict]:
     return out
 
 
-def bench_shapes(r: Runner, shapes: tuple[Shape, ...], limits: tuple[int, ...] = LIMITS
-                 ) -> list[dict]:
+def bench_shapes(r: Runner, shapes: tuple[Shape, ...], limits: tuple[int, ...] = LIMITS,
+                 out: list[dict] | None = None) -> list[dict]:
+    """Each shape's row, appended to `out` as it is done (a run cut short keeps them)."""
     refs: dict[tuple[int, int], float] = {}
-    out = []
+    out = [] if out is None else out
     for shape in shapes:
         ref = None
         if shape.kind == "mm":
@@ -493,8 +495,10 @@ COLD = (
 COLD_PHASES = ((0.0, 1.0), (1.0, 2.0), (2.0, 4.0))  # seconds after the first step
 
 
-def bench_cold(r: Runner, cold: tuple[tuple[Shape, int], ...] = COLD) -> list[dict]:
-    out = []
+def bench_cold(r: Runner, cold: tuple[tuple[Shape, int], ...] = COLD,
+               out: list[dict] | None = None) -> list[dict]:
+    """Each cold start's row, appended to `out` as it is done."""
+    out = [] if out is None else out
     phases = ",".join(f"-1:{b - a}" for a, b in COLD_PHASES)
     for shape, limit in cold:
         ref = saturated(r, shape.size, shape.streams) if shape.kind == "mm" else None
@@ -637,6 +641,8 @@ def bench_priority(r: Runner) -> dict:
 def markdown(res: dict) -> str:
     lines = [f"Machine: {res['machine']}  ", f"Command: `{res['command']}`  ",
              f"Total time: {res['seconds']:.0f} s", ""]
+    if res.get("cut"):
+        lines += [f"**Cut short:** {res['cut']}.", ""]
     if res.get("probe"):
         lines += ["| matmul (no libvgpu) | graph µs/matmul | isolated event µs (min/p50) | "
                   "chained event µs (min/p50) |", "| --- | --- | --- | --- |"]
@@ -773,24 +779,32 @@ def main(argv: list[str] | None = None) -> int:
         res["probe"] = [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
         if done.returncode:
             res["probe_error"] = done.stderr[-2000:]
-    with tempfile.TemporaryDirectory(prefix="bench-shapes-") as tmp:
-        r = Runner(Path(tmp), gpu, args.phase, args.warm, args.shim)
-        if "shapes" in only:
-            res["shapes"] = bench_shapes(r, shapes, limits)
-        if "cold" in only:
-            res["cold"] = bench_cold(r, cold)
-        if "trace" in only:
-            res["trace"] = bench_trace(r, shapes, limits)
-        if "shared" in only:
-            res["shared"] = bench_shared(r)
-        if "priority" in only:
-            res["priority"] = bench_priority(r)
-    gpu.close()
-    res["seconds"] = time.monotonic() - t0
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "bench_compute_shapes.json").write_text(json.dumps(res, indent=2) + "\n")
-    (args.out / "bench_compute_shapes.md").write_text(markdown(res))
-    print(markdown(res))
+    # a run stopped by `timeout` (SIGTERM) still writes the rows it finished, with a note
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-shapes-") as tmp:
+            r = Runner(Path(tmp), gpu, args.phase, args.warm, args.shim)
+            if "shapes" in only:
+                bench_shapes(r, shapes, limits, out=res.setdefault("shapes", []))
+            if "cold" in only:
+                bench_cold(r, cold, out=res.setdefault("cold", []))
+            if "trace" in only:
+                res["trace"] = bench_trace(r, shapes, limits)
+            if "shared" in only:
+                res["shared"] = bench_shared(r)
+            if "priority" in only:
+                res["priority"] = bench_priority(r)
+    except SystemExit:
+        res["cut"] = f"stopped (SIGTERM) after {time.monotonic() - t0:.0f} s: the rows below " \
+                     "are those finished"
+        raise
+    finally:
+        gpu.close()
+        res["seconds"] = time.monotonic() - t0
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "bench_compute_shapes.json").write_text(json.dumps(res, indent=2) + "\n")
+        (args.out / "bench_compute_shapes.md").write_text(markdown(res))
+        print(markdown(res), flush=True)
     return 0
 
 
