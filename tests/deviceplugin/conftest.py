@@ -5,26 +5,12 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
-from standin import FakeCluster, FakeInventory, StandinKubelet, short_dir, two_gpus
+from standin import Bed, FakeCluster, StandinKubelet, short_dir, two_gpus
 
 from deviceplugin.server import DevicePlugin, PluginOptions, PodResourcesClient
 from gpuwarden.config import Settings
-
-
-@dataclass
-class Bed:
-    dir: Path
-    kubelet: StandinKubelet
-    plugin: DevicePlugin
-    cluster: FakeCluster
-    inventory: FakeInventory
-    stub: Any  # DevicePluginStub dialled by the stand-in kubelet
-    regions: Path
 
 
 @pytest.fixture

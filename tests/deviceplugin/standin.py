@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -27,6 +27,9 @@ from gpuwarden.annotations import (
     PodAssignment,
     assignment_annotations,
 )
+
+if TYPE_CHECKING:
+    from deviceplugin.server import DevicePlugin
 
 UUIDS = ("GPU-00000000-0000-0000-0000-0000000000a0", "GPU-00000000-0000-0000-0000-0000000000a1")
 
@@ -225,3 +228,17 @@ class StandinPodResources:
 
 def bind_phase(cluster: FakeCluster, name: str) -> str | None:
     return cluster.pod(name).annotations.get(BIND_PHASE)
+
+
+@dataclass
+class Bed:
+    """A device plugin beside a stand-in kubelet (the make_bed fixture's): here, not in the
+    conftest, so that a test imports it by a name no other folder's conftest also has."""
+
+    dir: Path
+    kubelet: StandinKubelet
+    plugin: DevicePlugin
+    cluster: FakeCluster
+    inventory: FakeInventory
+    stub: Any  # DevicePluginStub dialled by the stand-in kubelet
+    regions: Path

@@ -10,8 +10,15 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import Bed
-from standin import UUIDS, StandinKubelet, StandinPodResources, assigned_pod, bind_phase, plain_pod
+from standin import (
+    UUIDS,
+    Bed,
+    StandinKubelet,
+    StandinPodResources,
+    assigned_pod,
+    bind_phase,
+    plain_pod,
+)
 
 from deviceplugin.api import device_plugin
 from gpuwarden.annotations import ALLOCATED, HAMI_NODE_REGISTER, NODE_GPUS, decode_node_gpus
