@@ -89,6 +89,7 @@ def cmd_deviceplugin(args: argparse.Namespace) -> int:
     plugin.log(f"serving {plugin.socket_path} for node {args.node}")
     done.wait()
     plugin.stop()
+    cluster.close()
     plugin.log("stopped")
     return 0
 

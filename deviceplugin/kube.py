@@ -120,5 +120,8 @@ class KubeCluster:
                              _preload_content=False)
 
     def close(self) -> None:
+        """Stop the informers and wait a little for their threads (Informer.stop)."""
         for inf in self._informers.values():
-            inf.stop()
+            inf.stopping.set()
+        for inf in self._informers.values():
+            inf.stop(wait_s=1.0)

@@ -220,5 +220,13 @@ class Informer:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, wait_s: float = 0.0) -> None:
+        """Ask the thread to end, and wait up to `wait_s` for it: one waiting to retry ends at
+        once, one inside a watch when the server answers or closes it.  A daemon thread still
+        running when the interpreter exits can abort it (seen: a test process that left an
+        informer retrying against a stopped API server died with SIGABRT after its tests
+        passed), so whoever ends the process waits."""
         self.stopping.set()
+        t = self._thread
+        if wait_s > 0 and t is not None and t is not threading.current_thread():
+            t.join(wait_s)

@@ -142,9 +142,12 @@ def test_the_node_account_runs_the_agents_watch_and_events_and_the_plugins_annot
 
     # the device plugin: its node's pods, the node's inventory annotation, a pod's phase
     dp = KubeCluster(ResourceNames(), str(kc))
-    assert [p.name for p in dp.pods_on_node(fake_node)] == ["p"]
-    dp.annotate_node(fake_node, {"gpuwarden.io/node-gpus": "{}"})
-    dp.annotate_pod(k8s_namespace, "p", {"gpuwarden.io/bind-phase": "success"})
+    try:
+        assert [p.name for p in dp.pods_on_node(fake_node)] == ["p"]
+        dp.annotate_node(fake_node, {"gpuwarden.io/node-gpus": "{}"})
+        dp.annotate_pod(k8s_namespace, "p", {"gpuwarden.io/bind-phase": "success"})
+    finally:
+        dp.close()  # its pod informer's thread, which would outlive the API server
     got = client.CoreV1Api(k8s_api).read_namespaced_pod("p", k8s_namespace)
     assert got.metadata.annotations["gpuwarden.io/bind-phase"] == "success"
 
