@@ -25,10 +25,11 @@ def _run(loop, sim_gpu, tmp_path, name: str, **limits: str) -> dict[str, float |
                     CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"{name}.region"), **limits)
 
 
-def _alone_and_held(loop, sim_gpu, tmp_path) -> tuple[dict[str, float | str], ...]:
-    """The model alone, then paced at 30 % (`force`) from its first launch."""
-    return (_run(loop, sim_gpu, tmp_path, "alone"),
-            _run(loop, sim_gpu, tmp_path, "held", CUDA_DEVICE_SM_LIMIT="30",
+def _alone_and_held(loop, sim_gpu, tmp_path, n: int = 0) -> tuple[dict[str, float | str], ...]:
+    """The model alone, then paced at 30 % (`force`) from its first launch, each a container of
+    its own (`n` tells pairs apart: a container's region keeps what it learnt)."""
+    return (_run(loop, sim_gpu, tmp_path, f"alone{n}"),
+            _run(loop, sim_gpu, tmp_path, f"held{n}", CUDA_DEVICE_SM_LIMIT="30",
                  GPU_CORE_UTILIZATION_POLICY="force"))
 
 
@@ -48,7 +49,11 @@ def test_module_loading_is_not_charged_as_gpu_time_in_the_first_second(
     # waits behind the start event: charged as the kernel's cost (its provisional charge settled
     # at it, the next launches charged it), the model ran its first second at half its speed
     # under a 30 % limit it never comes near
-    alone, held = _alone_and_held(loop, sim_gpu, tmp_path)
+    # two alternated pairs, the best first second of each: a first second is one process's
+    # start, and on a loaded 2-core machine one such comparison read 0.85 (0.120 against 0.141)
+    pairs = [_alone_and_held(loop, sim_gpu, tmp_path, n) for n in range(2)]
+    alone = max((a for a, _ in pairs), key=lambda r: float(r["first_share"]))
+    held = max((h for _, h in pairs), key=lambda r: float(r["first_share"]))
     assert float(alone["first_share"]) < 0.25, alone
     # launch_loop's first second: the GPU time of the kernels launched in it over its wall time
     assert float(held["first_share"]) >= 0.9 * float(alone["first_share"]), (alone, held)
