@@ -29,11 +29,12 @@ def test_gate_adds_few_driver_calls_to_a_launch_bound_loop(loop, make_sim_gpu, t
                              GPU_CORE_UTILIZATION_POLICY="force",
                              CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"c{i}.region")))
     # this gate: 1.0-1.5 us over a plain call of 4.1-4.9 us (a measurement's two records in 32
-    # launches and its queries); the gate that measured one launch in 8 and queried on every
-    # launch: ~3.9 us.  The bound is relative to the plain call, the same loop's own cost in the
-    # same run: a loaded CI machine slowed every call (plain 5.6 us, the gate 2.1), and a fixed
-    # 1800-ns bound failed there.  At 90 % the loop never waits, its charges included: they run
+    # launches and its queries; 0.27-0.35 of the plain call); the gate that measured one launch
+    # in 8 and queried on every launch: ~3.9 us.  The bound is relative to the plain call, the
+    # same loop's own cost in the same run: a loaded CI machine slowed every call (plain 5.6 us,
+    # the gate 2.1: 0.37), and a fixed 1800-ns bound failed there.  0.4 is that 1800 ns at a
+    # plain call of 4.5 us, no looser.  At 90 % the loop never waits, its charges included: they run
     # about twice its kernels (the records' CPU time, scaled up here), and at a 50 % limit the
     # pacer bound until the busy feedback brought them down; a launch that waited cost less CPU
     # (1.3-1.4 us against 1.6-1.9 once it did not)
-    assert min(gated) - min(plain) < 0.5 * min(plain), (plain, gated)
+    assert min(gated) - min(plain) < 0.4 * min(plain), (plain, gated)
