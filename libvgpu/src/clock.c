@@ -102,8 +102,10 @@ static int window_done(const struct vgpu_cdev *c, uint64_t span, uint64_t launch
  * end of its period: a window is whole periods that began after the feedback conditions did,
  * compared with the charges over exactly that span.  Nothing in it predates the conditions, so
  * no settle is needed and each window moves the factor half way, both ways.  The first one
- * waits until some kernel's cost is known (a signature with 4 samples): before, launches are
- * charged provisionally, and charged_ns counts them only as their measurements settle them. */
+ * waits until some kernel's cost is known (a signature with 4 samples), or FEEDBACK_SETTLE_NS
+ * when none is (window_done then asks for FEEDBACK_WINDOW_KERNELS launches): before, launches
+ * are charged provisionally, and charged_ns counts them only as their measurements settle
+ * them. */
 static void feedback_periods(struct vgpu_cdev *c, const struct util_period *p, unsigned n,
                              uint32_t limit, uint64_t launches)
 {
