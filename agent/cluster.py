@@ -31,7 +31,7 @@ from gpuwarden.claims import (
     decode_claim_record,
 )
 from gpuwarden.config import DEFAULT_REGION_ROOT
-from gpuwarden.informer import Informer
+from gpuwarden.informer import Informer, stop_all
 from gpuwarden.resources import ResourceNames
 
 __all__ = ["ClusterMode", "ns_pid", "record_of"]
@@ -274,8 +274,7 @@ class ClusterMode:
             self.events.put(body)
 
     def close(self) -> None:
-        self.pods.stop()
-        self.node_obj.stop()
+        stop_all((self.pods, self.node_obj), wait_s=1.0)
         if self.events is not None:
             with contextlib.suppress(Exception):
                 self.events.close()

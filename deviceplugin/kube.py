@@ -15,7 +15,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from deviceplugin.allocation import ContainerSpec, PodView
-from gpuwarden.informer import ClientListWatch, Informer
+from gpuwarden.informer import ClientListWatch, Informer, stop_all
 from gpuwarden.resources import ResourceNames
 
 __all__ = ["Cluster", "KubeCluster", "pod_view"]
@@ -121,7 +121,4 @@ class KubeCluster:
 
     def close(self) -> None:
         """Stop the informers and wait a little for their threads (Informer.stop)."""
-        for inf in self._informers.values():
-            inf.stopping.set()
-        for inf in self._informers.values():
-            inf.stop(wait_s=1.0)
+        stop_all(self._informers.values(), wait_s=1.0)

@@ -39,7 +39,7 @@ from gpuwarden.annotations import (
     node_inventory,
 )
 from gpuwarden.config import Settings
-from gpuwarden.informer import Informer, object_key
+from gpuwarden.informer import Informer, object_key, stop_all
 from gpuwarden.placement import (
     MAX_SCORE,
     ContainerRequest,
@@ -195,8 +195,7 @@ class Extender:
 
     def stop(self) -> None:
         self._stop.set()
-        self.nodes.stop()
-        self.pods.stop()
+        stop_all((self.nodes, self.pods), wait_s=1.0)
         self._releases.put(None)
 
     @property

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -226,7 +227,20 @@ class Informer:
         running when the interpreter exits can abort it (seen: a test process that left an
         informer retrying against a stopped API server died with SIGABRT after its tests
         passed), so whoever ends the process waits."""
-        self.stopping.set()
+        stop_all([self], wait_s)
+
+    def join(self, timeout_s: float) -> None:
         t = self._thread
-        if wait_s > 0 and t is not None and t is not threading.current_thread():
-            t.join(wait_s)
+        if timeout_s > 0 and t is not None and t is not threading.current_thread():
+            t.join(timeout_s)
+
+
+def stop_all(informers: Iterable[Informer], wait_s: float = 1.0) -> None:
+    """Ask every informer to end at once, then wait for their threads up to `wait_s` in all
+    (Informer.stop says why whoever ends a process waits)."""
+    informers = list(informers)
+    for inf in informers:
+        inf.stopping.set()
+    deadline = time.monotonic() + wait_s
+    for inf in informers:
+        inf.join(deadline - time.monotonic())

@@ -41,6 +41,7 @@ struct vgpu_gate {
     uint32_t provisional_pct; /* ... at this limit; 0: nothing to settle */
     uint64_t provisional_raw; /* ... and what it added to charged_ns (the samples as measured) */
     uint64_t t0;   /* CLOCK_MONOTONIC before the real launch (sampled launches) */
+    int claimed;   /* counted in the device's `claiming` until leave() */
 };
 
 /* Before the real launch: waits while the device yields, bounds the queue, paces, and may

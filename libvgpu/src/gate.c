@@ -17,6 +17,8 @@
 #define TOLERANCE_SHARED_NS 20000000ull /* ... on a shared GPU, where launches go in bursts */
 #define QUEUE_NS       2000000ull  /* estimated work a process may have queued ahead */
 #define SLEEP_CHUNK_NS 2000000ull  /* waits re-check yield/limit this often */
+#define CLAIM_CHUNK_NS 500000ull   /* a low waiting out a high one's claim re-reads it this often:
+                                    * the high one's ticker may cut it short (ticker.c, watch) */
 #define SAMPLE_EVERY   32u         /* measure one launch in this many, once a cost is known: a
                                     * measurement costs two cuEventRecord (~1.1 us each on the
                                     * H200), which a launch-bound application pays */
@@ -113,7 +115,8 @@ static uint64_t wait_turn(struct vgpu_cdev *c, uint64_t cost, uint64_t from)
  * launches as the end of its estimated queued work, plus VGPU_NODE_CLAIM_GRACE_NS).  The
  * ticker's yield verdict without a claimer list (no node region) holds as it is.  A low beside
  * a claiming high also keeps its own queue short (lim_low_queue_wait), so that a high burst
- * never waits behind more than ~LIM_LOW_QUEUE_NS of it.  At most SLEEP_CHUNK_NS ahead. */
+ * never waits behind more than ~LIM_LOW_QUEUE_NS of it.  At most SLEEP_CHUNK_NS ahead
+ * (CLAIM_CHUNK_NS while claimed). */
 static uint64_t must_wait(struct vgpu_cdev *c, uint64_t now, uint64_t cost)
 {
     uint32_t slots[VGPU_CS_CLAIM_MAX], n = LD(&c->nclaim), i;
@@ -128,7 +131,7 @@ static uint64_t must_wait(struct vgpu_cdev *c, uint64_t now, uint64_t cost)
     end = vgpu_node_claim_end(vgpu_cs.node, slots, n < VGPU_CS_CLAIM_MAX ? n : VGPU_CS_CLAIM_MAX,
                               now);
     if (end > now)
-        return end < now + SLEEP_CHUNK_NS ? end : now + SLEEP_CHUNK_NS;
+        return end < now + CLAIM_CHUNK_NS ? end : now + CLAIM_CHUNK_NS;
     hz = LD(&c->horizon);
     w = lim_low_queue_wait(hz > now ? hz - now : 0, cost, LIM_LOW_QUEUE_NS);
     return w == 0 ? 0 : now + (w < SLEEP_CHUNK_NS ? w : SLEEP_CHUNK_NS);
@@ -171,9 +174,15 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
     outstanding = LD(&c->submitted) - LD(&c->completed);
     vgpu_measure_poll_due(c, now, bounded && outstanding > QUEUE_NS, m);
     outstanding = LD(&c->submitted) - LD(&c->completed);
-    while (bounded && outstanding > QUEUE_NS && LD(&c->count) > 0 && !LD(&c->stalled) &&
-           await_measured(c, now, m))
-        outstanding = LD(&c->submitted) - LD(&c->completed);
+    if (bounded && outstanding > QUEUE_NS) {
+        /* a wait like the pacer's: counted in waited_ns, and the pacer below books at the time
+         * after it (a stale `now` would make the launch wait that long again) */
+        while (outstanding > QUEUE_NS && LD(&c->count) > 0 && !LD(&c->stalled) &&
+               await_measured(c, now, m))
+            outstanding = LD(&c->submitted) - LD(&c->completed);
+        add_waited(c, now);
+        now = vgpu_compute_now();
+    }
 
     /* A paced launch of unknown cost is charged provisionally (settled when its measurement is
      * read, measure.c): no more than PROVISIONAL_MAX of them in flight, so that a loop that never
@@ -249,8 +258,11 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
         ST(&c->horizon, hz);
         /* a high one tells its low neighbours at once how long it keeps the GPU busy: its
          * estimated work, plus the lows' short queue (LIM_LOW_QUEUE_NS) that may run ahead of it */
-        if (vgpu_cs.priority == LIM_PRIORITY_HIGH && vgpu_cs.node != NULL && c->node_slot >= 0)
+        if (vgpu_cs.priority == LIM_PRIORITY_HIGH && vgpu_cs.node != NULL && c->node_slot >= 0) {
+            __atomic_fetch_add(&c->claiming, 1u, __ATOMIC_SEQ_CST); /* before the claim */
+            g->claimed = 1;
             vgpu_node_touch(vgpu_cs.node, c->node_slot, hz + LIM_LOW_QUEUE_NS);
+        }
     }
 
     /* Measure: unknown or young signatures, one in SAMPLE_EVERY, and whenever QUEUE_NS / 4 of

@@ -122,6 +122,13 @@ void vgpu_node_touch(struct vgpu_node_region *r, int slot, uint64_t now_ns)
     ST(&r->slots[slot].active_ns, now_ns);
 }
 
+void vgpu_node_cut_claim(struct vgpu_node_region *r, int slot, uint64_t seen, uint64_t now_ns)
+{
+    if (seen > now_ns)
+        (void)__atomic_compare_exchange_n(&r->slots[slot].active_ns, &seen, now_ns, 0,
+                                          __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+}
+
 void vgpu_node_release(struct vgpu_node_region *r, int slot, uint64_t owner)
 {
     uint64_t expect = owner;

@@ -43,6 +43,10 @@ int vgpu_node_beat(struct vgpu_node_region *r, int slot, const struct vgpu_node_
 /* Marks activity at once (a launch after idleness), so neighbours see it within their tick. */
 void vgpu_node_touch(struct vgpu_node_region *r, int slot, uint64_t now_ns);
 
+/* A high one's claim (its slot's activity) cut back to `now_ns`, if it still reads `seen` (a
+ * launch that published a new one since keeps it). */
+void vgpu_node_cut_claim(struct vgpu_node_region *r, int slot, uint64_t seen, uint64_t now_ns);
+
 /* Frees the slot if `owner` still holds it. */
 void vgpu_node_release(struct vgpu_node_region *r, int slot, uint64_t owner);
 

@@ -42,19 +42,32 @@ static uint64_t turn_of(const struct vgpu_cdev *c, uint64_t now, uint32_t limit)
 
 static _Thread_local int t_ticker; /* this thread is the ticker (its capture mode is relaxed) */
 
-/* A high-priority process whose measured work runs late (not complete past its estimated end:
- * it may wait in a synchronise behind other containers' queued work): the ticker polls the
- * measurements itself, since no launch comes to do it.  Work on time needs nothing: the busy
- * horizon its launches published covers it. */
-static int still_busy(struct vgpu_cdev *c, uint64_t now)
+enum work { WORK_ON_TIME, WORK_LATE, WORK_DONE };
+
+/* No launch between its claim and `submitted`, and a complete measurement covers everything in
+ * `submitted` (a launch after the newest measured one leaves it short: not known done). */
+static int all_done(struct vgpu_cdev *c)
+{
+    return __atomic_load_n(&c->claiming, __ATOMIC_SEQ_CST) == 0 &&
+           LD(&c->submitted) == LD(&c->completed);
+}
+
+/* A high-priority process beside others, between its launches: its measured work runs late (not
+ * complete past its estimated end: it may wait in a synchronise behind other containers' queued
+ * work), or all it launched is done (every launch's estimate counted in `submitted` is covered
+ * by a measurement seen complete), or neither.  The ticker polls the measurements itself, since
+ * no launch comes to do it. */
+static enum work work_state(struct vgpu_cdev *c, uint64_t now)
 {
     uint32_t n;
     uint64_t due = 0;
 
     static _Thread_local CUcontext current; /* the ticker's own current context */
 
-    if (!t_ticker || vgpu_cs.priority != LIM_PRIORITY_HIGH || LD(&c->limit) || LD(&c->count) == 0)
-        return 0;
+    if (!t_ticker || vgpu_cs.priority != LIM_PRIORITY_HIGH || LD(&c->limit))
+        return WORK_ON_TIME;
+    if (LD(&c->count) == 0)
+        return all_done(c) ? WORK_DONE : WORK_ON_TIME;
     vgpu_cs_lock(&c->lock);
     /* the events belong to pool_ctx: make it the ticker's current context for the queries */
     if (c->pool_ctx != NULL && c->pool_ctx != current && vgpu_cu.cuCtxSetCurrent != NULL &&
@@ -62,14 +75,16 @@ static int still_busy(struct vgpu_cdev *c, uint64_t now)
         current = c->pool_ctx;
     if (current != c->pool_ctx) { /* no context to query in: say nothing */
         vgpu_cs_unlock(&c->lock);
-        return 0;
+        return WORK_ON_TIME;
     }
     vgpu_measure_poll_locked(c);
     n = c->count;
     if (n > 0)
         due = c->ring[(c->head + n - 1u) % VGPU_CS_RING].due;
     vgpu_cs_unlock(&c->lock);
-    return n > 0 && due < now;
+    if (n > 0)
+        return due < now ? WORK_LATE : WORK_ON_TIME;
+    return all_done(c) ? WORK_DONE : WORK_ON_TIME;
 }
 
 static int watching(void)
@@ -84,9 +99,33 @@ static int watching(void)
     return 0;
 }
 
-/* Between ticks, every WATCH_NS: a high-priority process with late work beside lows keeps its
- * claim (its node slot's activity) WATCH_NS + the claim grace ahead, so that lows do not slip
- * work in while it waits for its own. */
+/* work_state(c), acted on: all done cuts the claim (`claim`, read before) and the busy horizon
+ * back to now (a launch that moved either meanwhile keeps its own: the heartbeat republishes the
+ * horizon).  Returns 1 when the work runs late (the caller keeps the claim ahead). */
+static int keep_claim(struct vgpu_cdev *c, uint64_t now, uint64_t claim)
+{
+    enum work w = work_state(c, now);
+    uint64_t hz;
+
+    if (w == WORK_DONE && vgpu_cs.node != NULL && c->node_slot >= 0) {
+        hz = LD(&c->horizon);
+        if (hz > now)
+            (void)__atomic_compare_exchange_n(&c->horizon, &hz, now, 0, __ATOMIC_RELAXED,
+                                              __ATOMIC_RELAXED);
+        vgpu_node_cut_claim(vgpu_cs.node, c->node_slot, claim, now);
+    }
+    return w == WORK_LATE;
+}
+
+/* Between ticks, every WATCH_NS: a high-priority process beside lows keeps its claim (its node
+ * slot's activity) WATCH_NS + the claim grace ahead while its work runs late, so that lows do not
+ * slip work in while it waits for its own; and cuts the claim back to now once all its work is
+ * done, so that lows go on one claim grace after that instead of after the claim it published
+ * (its estimated work plus LIM_LOW_QUEUE_NS, or what the late work kept extending: on the
+ * simulated GPU, a low one beside a high one busy 30 % in bursts left the GPU idle ~3.7 ms
+ * after each 10-ms burst).  The claim is read before the work: a launch that publishes a new
+ * one in between makes the cut fail, and one that published it before is counted in
+ * `claiming` until its estimate is in `submitted`. */
 static void watch(uint64_t now)
 {
     int d;
@@ -95,8 +134,12 @@ static void watch(uint64_t now)
         return;
     for (d = 0; d < vgpu_cs.ndev; d++) {
         struct vgpu_cdev *c = &vgpu_cs.dev[d];
-        if (c->node_slot >= 0 && LD(&c->track) && still_busy(c, now) &&
-            LD(&vgpu_cs.node->slots[c->node_slot].active_ns) < now + WATCH_NS)
+        uint64_t claim;
+
+        if (c->node_slot < 0 || !LD(&c->track))
+            continue;
+        claim = __atomic_load_n(&vgpu_cs.node->slots[c->node_slot].active_ns, __ATOMIC_SEQ_CST);
+        if (keep_claim(c, now, claim) && claim < now + WATCH_NS)
             vgpu_node_touch(vgpu_cs.node, c->node_slot, now + 2u * WATCH_NS);
     }
 }
@@ -129,9 +172,14 @@ void vgpu_tick(uint64_t now)
         if (c->region_idx < 0)
             vgpu_cs_bind_device(c, (unsigned)d);
         b = c->blk;
+        uint64_t claim = vgpu_cs.node != NULL && c->node_slot >= 0
+                             ? __atomic_load_n(&vgpu_cs.node->slots[c->node_slot].active_ns,
+                                               __ATOMIC_SEQ_CST)
+                             : 0;
+        int late = keep_claim(c, now, claim);
         uint64_t active = LD(&c->horizon) > vgpu_cs.last_active_ns ? LD(&c->horizon)
                                                                    : vgpu_cs.last_active_ns;
-        if (still_busy(c, now) && active < now + 2u * WATCH_NS)
+        if (late && active < now + 2u * WATCH_NS)
             active = now + 2u * WATCH_NS; /* late work: claimed until the next watch */
         if (vgpu_cs.node != NULL && !vgpu_cs.exiting) {
             if (c->node_slot < 0 ||
@@ -208,7 +256,7 @@ static void *ticker_main(void *arg)
     uint64_t next = vgpu_compute_now();
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     (void)arg;
-    /* the ticker's own driver calls (still_busy) must never touch another thread's capture */
+    /* the ticker's own driver calls (work_state) must never touch another thread's capture */
     t_ticker = vgpu_cs.exchange_mode == NULL || vgpu_cs.exchange_mode(&mode) == CUDA_SUCCESS;
     for (;;) {
         next += TICK_NS;
