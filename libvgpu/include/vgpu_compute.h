@@ -59,7 +59,7 @@ struct vgpu_compute_device {
     uint32_t flags;           /* VGPU_COMPUTE_FLAG_* */
     uint32_t config_state;    /* 0 blank, 1 limit_pct written by a shim (from its env) */
     uint64_t charged_ns;      /* estimated GPU ns of paced launches (monotonic counter) */
-    uint64_t waited_ns;       /* ns paced launches waited (pacer and yield; monotonic) */
+    uint64_t waited_ns;       /* ns launches waited in the gate (pacer, queue bound, yield) */
     uint64_t launches;        /* launches that went through the gate (monotonic) */
     uint32_t cost_scale_ppm;  /* correction of charged costs (DVFS x busy feedback), ppm, 0 none */
     uint32_t sat_mhz;         /* SM clock the shims saw on the saturated GPU, 0 = none yet */

@@ -175,13 +175,13 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
     vgpu_measure_poll_due(c, now, bounded && outstanding > QUEUE_NS, m);
     outstanding = LD(&c->submitted) - LD(&c->completed);
     if (bounded && outstanding > QUEUE_NS) {
-        /* a wait like the pacer's: counted in waited_ns, and the pacer below books at the time
-         * after it (a stale `now` would make the launch wait that long again) */
+        /* a wait like the pacer's, counted in waited_ns; the pacer below books at the time the
+         * launch came (the time waited for its own work to drain is no idle GPU, so it keeps
+         * the credit) */
         while (outstanding > QUEUE_NS && LD(&c->count) > 0 && !LD(&c->stalled) &&
                await_measured(c, now, m))
             outstanding = LD(&c->submitted) - LD(&c->completed);
         add_waited(c, now);
-        now = vgpu_compute_now();
     }
 
     /* A paced launch of unknown cost is charged provisionally (settled when its measurement is
