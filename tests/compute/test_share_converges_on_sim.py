@@ -9,13 +9,17 @@ import pytest
 @pytest.mark.slow
 @pytest.mark.parametrize(("kernel_us", "seconds"), [(2000, 3.0), (100, 3.0)], ids=["2ms", "100us"])
 def test_share_tracks_limit(loop, make_sim_gpu, kernel_us: int, seconds: float) -> None:
-    limits = (10, 30, 50, 70)
-    procs = {
-        limit: loop.start(make_sim_gpu().env, "kernel", kernel_us, seconds,
-                          CUDA_DEVICE_SM_LIMIT=str(limit), GPU_CORE_UTILIZATION_POLICY="force")
-        for limit in limits
-    }
-    shares = {limit: loop.result(p)["share"] for limit, p in procs.items()}
+    shares = {}
+    # two at a time, each on a GPU of its own: four paced processes (a launch loop, a ticker and
+    # a clock thread each) on a 2-core machine left one of them short of CPU now and then
+    # (50 % read 0.443 once in a whole-suite run, passing on its own)
+    for pair in ((10, 70), (30, 50)):
+        procs = {
+            limit: loop.start(make_sim_gpu().env, "kernel", kernel_us, seconds,
+                              CUDA_DEVICE_SM_LIMIT=str(limit), GPU_CORE_UTILIZATION_POLICY="force")
+            for limit in pair
+        }
+        shares.update({limit: loop.result(p)["share"] for limit, p in procs.items()})
     for limit, share in shares.items():
         assert share == pytest.approx(limit / 100, abs=0.05), shares
 
