@@ -169,12 +169,12 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
     g->dev = d;
 
     /* The queue bound: no more than QUEUE_NS of estimated work ahead of the GPU, for paced
-     * work and for low-priority work on a shared GPU (so that it can yield at short notice),
-     * or one kernel of this launch's size: a kernel longer than QUEUE_NS then still queues
-     * behind the one running, where it used to wait for it to finish and leave the GPU idle
-     * while this thread woke (3-ms kernels at 70 % got 0.644 on a loaded 2-core machine). */
+     * work and for low-priority work on a shared GPU (so that it can yield at short notice).
+     * (Letting one kernel of this launch's size queue when that was longer was tried: two
+     * containers sharing, whose samples include each other's queued work, then queued
+     * deeper, and a 70 % one read 0.47 where 0.70 was due; docs/benchmarks.md.) */
     bounded = limit != 0 || vgpu_cs.priority == LIM_PRIORITY_LOW;
-    qmax = est > QUEUE_NS ? est : QUEUE_NS;
+    qmax = QUEUE_NS;
     outstanding = LD(&c->submitted) - LD(&c->completed);
     vgpu_measure_poll_due(c, now, bounded && outstanding > qmax, m);
     outstanding = LD(&c->submitted) - LD(&c->completed);
