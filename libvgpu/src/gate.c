@@ -142,7 +142,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
                     struct vgpu_capture_mode *m)
 {
     struct vgpu_cdev *c = &vgpu_cs.dev[d];
-    uint64_t est, raw = 0, wait, outstanding, queued, qmax;
+    uint64_t est, raw = 0, wait, outstanding, queued;
     uint32_t limit;
     int known = 0; /* the samples the signature has, up to LIM_COST_SAMPLES */
     int want_sample;
@@ -174,15 +174,14 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
      * containers sharing, whose samples include each other's queued work, then queued
      * deeper, and a 70 % one read 0.47 where 0.70 was due; docs/benchmarks.md.) */
     bounded = limit != 0 || vgpu_cs.priority == LIM_PRIORITY_LOW;
-    qmax = QUEUE_NS;
     outstanding = LD(&c->submitted) - LD(&c->completed);
-    vgpu_measure_poll_due(c, now, bounded && outstanding > qmax, m);
+    vgpu_measure_poll_due(c, now, bounded && outstanding > QUEUE_NS, m);
     outstanding = LD(&c->submitted) - LD(&c->completed);
-    if (bounded && outstanding > qmax) {
+    if (bounded && outstanding > QUEUE_NS) {
         /* a wait like the pacer's, counted in waited_ns; the pacer below books at the time the
          * launch came (the time waited for its own work to drain is no idle GPU, so it keeps
          * the credit) */
-        while (outstanding > qmax && LD(&c->count) > 0 && !LD(&c->stalled) &&
+        while (outstanding > QUEUE_NS && LD(&c->count) > 0 && !LD(&c->stalled) &&
                await_measured(c, now, m))
             outstanding = LD(&c->submitted) - LD(&c->completed);
         add_waited(c, now);
