@@ -99,6 +99,8 @@ struct vgpu_cdev {
     uint64_t submitted; /* estimated ns launched through the gate */
     uint64_t sampled_at; /* `submitted` when the newest measurement was taken */
     uint64_t completed; /* `mark` of the newest measurement seen complete */
+    uint64_t completed_at; /* when `completed` last advanced (the poll's time, not the GPU's:
+                            * the work after it had started by then) */
     uint32_t claiming;  /* a high one's launches between publishing their claim and adding to
                          * `submitted` (the ticker's early release waits for none) */
     uint64_t min_cpu_ns; /* smallest CPU time of a sampled launch (rises by 1/256 a sample) */

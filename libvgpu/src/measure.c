@@ -139,8 +139,10 @@ void vgpu_measure_poll_locked(struct vgpu_cdev *c)
         if (LD(&c->stalled)) /* the GPU made progress (read first: a store per poll dirties the
                               * line the gate reads on every launch) */
             ST(&c->stalled, 0u);
-        if (p->mark > LD(&c->completed))
+        if (p->mark > LD(&c->completed)) {
             ST(&c->completed, p->mark);
+            ST(&c->completed_at, vgpu_compute_now());
+        }
         pool_put(c, p->start);
         pool_put(c, p->end);
         p->live = 0;

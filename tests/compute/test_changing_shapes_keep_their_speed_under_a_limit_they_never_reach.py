@@ -10,18 +10,26 @@ alone."""
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 
 @pytest.mark.slow
 def test_every_launch_a_new_shape_under_30pct_keeps_its_speed(loop, sim_gpu, tmp_path) -> None:
-    runs = {}
-    for name, limits in (("alone", {}), ("held", {"CUDA_DEVICE_SM_LIMIT": "30",
-                                                  "GPU_CORE_UTILIZATION_POLICY": "force"})):
-        runs[name] = loop.run(sim_gpu.env, "kernel", 20, 3.0, LAUNCH_LOOP_SHAPES="1048576",
-                              LAUNCH_LOOP_SYNC="16", LAUNCH_LOOP_GAP_US="80",
-                              CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"{name}.region"),
-                              **limits)
-    alone, held = runs["alone"], runs["held"]
-    assert float(alone["share"]) < 0.27, alone  # alone it stays below the limit
-    assert float(held["rate"]) >= 0.9 * float(alone["rate"]), runs
+    # alone and held alternate three times: a launch-bound loop's speed is the host's, which a
+    # busy 2-core machine moves by 10-25 % from one run to the next (0.73 once in a whole-suite
+    # run, 0.93-1.07 in runs alone); the medians of three compare like with like
+    runs: dict[str, list[dict[str, float | str]]] = {"alone": [], "held": []}
+    for i in range(3):
+        for name, limits in (("alone", {}), ("held", {"CUDA_DEVICE_SM_LIMIT": "30",
+                                                      "GPU_CORE_UTILIZATION_POLICY": "force"})):
+            runs[name].append(loop.run(
+                sim_gpu.env, "kernel", 20, 2.0, LAUNCH_LOOP_SHAPES="1048576",
+                LAUNCH_LOOP_SYNC="16", LAUNCH_LOOP_GAP_US="80",
+                CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"{name}{i}.region"), **limits))
+    for run in runs["alone"]:
+        assert float(run["share"]) < 0.27, run  # alone it stays below the limit
+    alone = statistics.median(float(r["rate"]) for r in runs["alone"])
+    held = statistics.median(float(r["rate"]) for r in runs["held"])
+    assert held >= 0.9 * alone, {name: [r["rate"] for r in rs] for name, rs in runs.items()}
