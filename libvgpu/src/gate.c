@@ -69,11 +69,11 @@ static uint64_t queued_work(uint64_t est, int known)
  * outstanding (launched, not seen complete), less what the oldest measured launch in flight has
  * run of it beyond QUEUE_NS.  A kernel longer than QUEUE_NS is then not waited out to its end
  * before the next launch goes: that left the GPU idle while the waiting thread woke (paced 3-ms
- * kernels at 70 % got 0.63-0.68).  It runs from when the work before it was seen complete, or
- * from its launch, whichever is later; both are no earlier than its start, so a kernel that
- * waited behind a neighbour's work (whose sample, and estimate, that wait inflates too) is
- * credited less, never more.  At most one launch queues behind a long one: the credit never
- * exceeds the oldest's own part beyond QUEUE_NS.  Kernels of QUEUE_NS and less get none (their
+ * kernels at 70 % got 0.63-0.68).  It runs from when the work before it was seen complete (no
+ * earlier than its start), or from its launch, whichever is later; the launch precedes the
+ * start, by more when it waited behind a neighbour's work, so the credit can run ahead of the
+ * GPU there.  Either way at most one launch queues behind a long one: the credit never exceeds
+ * the oldest's own part beyond QUEUE_NS.  Kernels of QUEUE_NS and less get none (their
  * bound is as before).  Under c->lock (the ring's head). */
 static uint64_t queue_ahead(struct vgpu_cdev *c, uint64_t now)
 {
