@@ -45,7 +45,7 @@ sys.path.insert(0, str(HERE))
 from bench_compute import Gpu, _gpu_name  # noqa: E402
 
 LIMITS = (10, 30, 50, 70)
-SECTIONS = ("probe", "shapes", "cold", "trace", "shared", "priority")
+SECTIONS = ("probe", "shapes", "cold", "trace", "shared", "sharedcold", "priority")
 
 
 @dataclass(frozen=True)
@@ -596,6 +596,36 @@ def bench_shared(r: Runner) -> dict:
     }
 
 
+SHARED_COLD = (Shape("mm", 4096, sync=4), Shape("mm", 8192, sync=1), Shape("mm", 16384, sync=1))
+
+
+def bench_shared_cold(r: Runner, shapes: tuple[Shape, ...] = SHARED_COLD, rounds: int = 2,
+                      out: list[dict] | None = None) -> list[dict]:
+    """Two containers at 30 and 70 under `default` whose work starts at the same instant, paced
+    from their first launch: each one's share of saturated throughput in seconds 0-1, 1-2 and
+    2-4.  A container that starts behind its neighbour's first queue must not be starved."""
+    out = [] if out is None else out
+    phases = ",".join(f"-1:{b - a}" for a, b in COLD_PHASES)
+    for shape in shapes:
+        ref = saturated(r, shape.size, shape.streams)
+        for k in range(rounds):
+            start = time.monotonic() + 15.0
+            pa = r.start(shape, phases, r.container(CUDA_DEVICE_SM_LIMIT="30"), start, cold=True)
+            pb = r.start(shape, phases, r.container(CUDA_DEVICE_SM_LIMIT="70"), start, cold=True)
+            ra, rb = r.results(pa), r.results(pb)
+            points = []
+            for (a, b), xa, xb in zip(COLD_PHASES, ra, rb, strict=True):
+                sa = 100 * xa["steps_per_s"] / ref
+                sb = 100 * xb["steps_per_s"] / ref
+                points.append({"seconds": f"{a:g}-{b:g}", "30": round(sa, 1), "70": round(sb, 1),
+                               "ok": abs(sa - 30) <= 5 and abs(sb - 70) <= 5})
+            row = {"shape": shape.name, "round": k, "saturated_steps_per_s": ref,
+                   "points": points, "raw": [ra, rb]}
+            print(json.dumps({k2: v for k2, v in row.items() if k2 != "raw"}), flush=True)
+            out.append(row)
+    return out
+
+
 def bench_priority(r: Runner) -> dict:
     """Priority (issue 18), all under `default` unless named, 4096² bf16 matmuls (~200 µs):
     a low-priority container with gpucores 30 alone (not held: % of the same run's unlimited
@@ -708,6 +738,16 @@ def markdown(res: dict) -> str:
                   f"{sh['both_busy']['30']} + {sh['both_busy']['70']}; 30 idle: 70 gets "
                   f"{sh['30_idle']['70']}; 30 resumed: {sh['30_resumed']['30']} + "
                   f"{sh['30_resumed']['70']}.", ""]
+    if res.get("shared_cold"):
+        lines += ["Two containers 30 + 70 (default policy) starting together, paced from the first "
+                  "launch: % of saturated throughput, seconds 0-1 / 1-2 / 2-4", "",
+                  "| shape | round | 30 | 70 |", "| --- | --- | --- | --- |"]
+        for c in res["shared_cold"]:
+            pts = c["points"]
+            lines.append(f"| {c['shape']} | {c['round']} | "
+                         + " / ".join(f"{p['30']}{'' if p['ok'] else ' ✗'}" for p in pts) + " | "
+                         + " / ".join(str(p["70"]) for p in pts) + " |")
+        lines.append("")
     pr = res.get("priority")
     if pr:
         lines += ["| priority (4096², gpucores 30 each) | high: % of its alone | other: % of "
@@ -809,6 +849,8 @@ def main(argv: list[str] | None = None) -> int:
                 res["trace"] = bench_trace(r, shapes, limits)
             if "shared" in only:
                 res["shared"] = bench_shared(r)
+            if "sharedcold" in only:
+                bench_shared_cold(r, out=res.setdefault("shared_cold", []))
             if "priority" in only:
                 res["priority"] = bench_priority(r)
     except SystemExit:
