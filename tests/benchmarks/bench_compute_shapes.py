@@ -12,7 +12,7 @@ the same kernel, measured in the same invocation without libvgpu (CUDA graphs of
 replayed back to back on the same number of streams); for the encoder, whose kernels are many,
 it is NVML's GPU busy share.  A phase is within target when its share is within 5 points of the
 limit, or, where the shape alone (unlimited) uses less than the limit, when its throughput is at
-least 95 % of the unlimited one.
+least 95 % of the unlimited one (read in an interleaved run, against that run's control phases).
 
 Sections: `shapes` (the sweep), `cold` (containers paced from their first launch: the share of
 the first second, the second one and seconds 2-4, each on its own, against a fresh unlimited
@@ -391,6 +391,7 @@ def launch_bound(limit: int, alone_share: float) -> bool:
 
 
 AB_PHASE_S, AB_ROUNDS = 0.3, 8
+NULL = -1  # the interleaved run's control: a phase left as is (unlimited) between unlimited ones
 
 
 def interleaved(r: Runner, shape: Shape, limits: list[int]) -> dict[int, dict]:
@@ -400,16 +401,19 @@ def interleaved(r: Runner, shape: Shape, limits: list[int]) -> dict[int, dict]:
     phases of the phase's throughput as % of the unlimited phases on either side of it (one H200
     run: the batch-1 encoder's phases read 58-137 % of the mean of all unlimited phases, so a
     mean over six of them moved by ±8 points from run to run), and the share of its time it
-    waited in the gate."""
+    waited in the gate.  Each round also has a control phase (NULL: left unlimited), read the
+    same way: what the comparison itself gives with no limit at all (H200: 97.6-106.8 % in
+    medians of 12 rounds), the reference the limited phases are judged against."""
     # the first two phases warm the process and the gate up (its first paced launches measure
     # every kernel, the clock thread starts NVML): the cold section measures that start, and
     # left in it fell on the first limit's first round alone (one run: 85.9 % at the first
     # limit, 102 at the others, none of them waiting)
+    seq = [NULL, *limits]
     phases = ",".join([f"0:0.5,{limits[0]}:0.5"] + [f"{lim}:{AB_PHASE_S},0:{AB_PHASE_S}"
-                                                    for _ in range(AB_ROUNDS) for lim in limits])
+                                                    for _ in range(AB_ROUNDS) for lim in seq])
     res = r.run(shape, phases, r.container(GPU_CORE_UTILIZATION_POLICY="force"),
                 warm_s=0.05)[2:]
-    return {lim: paired(res, lim) for lim in limits}
+    return {lim: paired(res, lim) for lim in seq}
 
 
 def paired(res: list[dict], lim: int) -> dict:
@@ -480,9 +484,9 @@ def bench_shapes(r: Runner, shapes: tuple[Shape, ...], limits: tuple[int, ...] =
             ab = interleaved(r, shape, bound)
             for p in points:
                 if p["limit"] in ab:
-                    p["ab"] = ab[p["limit"]]
+                    p["ab"] = ab[p["limit"]] | {"null_pct": ab[NULL]["pct_of_alone"]}
                     p["ok"] = judge(p["limit"], p["share_pct"], p["alone_share_pct"],
-                                    p["ab"]["pct_of_alone"], 100.0)
+                                    p["ab"]["pct_of_alone"], p["ab"]["null_pct"])
         row = {"shape": shape.name, "spec": asdict(shape), "saturated_steps_per_s": ref,
                "share_basis": "throughput / saturated" if ref else "NVML GPU busy",
                "alone_steps_per_s": round(alone_rate, 1),
@@ -701,7 +705,7 @@ def markdown(res: dict) -> str:
     if res.get("shapes"):
         lims = [str(p["limit"]) for p in res["shapes"][0]["points"]]
         lines += ["| shape (force) | alone: share % (basis) | " + " | ".join(lims) + " | "
-                  f"% of alone at {'/'.join(lims)} | interleaved: % of alone (waited %) | "
+                  f"% of alone at {'/'.join(lims)} | interleaved: % of alone (waited %), control | "
                   "all within target |",
                   "| --- | --- | " + "--- | " * len(lims) + "--- | --- | --- |"]
         for s in res["shapes"]:
@@ -709,6 +713,7 @@ def markdown(res: dict) -> str:
             cells = [f"{p['share_pct']}{'' if p['ok'] else ' ✗'}" for p in pts]
             ab = " / ".join(f"{p['limit']}: {p['ab']['pct_of_alone']} ({p['ab']['waited_pct']})"
                             for p in pts if "ab" in p)
+            ab += next((f", control {p['ab']['null_pct']}" for p in pts if "ab" in p), "")
             lines.append(
                 f"| {s['shape']} | {s['alone_share_pct']} ({s['share_basis']}) | "
                 + " | ".join(cells)
