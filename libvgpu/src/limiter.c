@@ -136,7 +136,7 @@ uint64_t lim_turn_wait(struct lim_turn t, uint64_t now_ns, uint64_t queued_ns, u
     rel = (now_ns % period + period - t.off_ns) % period;
     if (rel < t.len_ns) {
         uint64_t left = t.len_ns - rel;
-        if (queued_ns + cost_ns <= left)
+        if (queued_ns + cost_ns <= left + cost_ns / 2u)
             return 0;
         if (cost_ns > t.len_ns && queued_ns == 0 && rel < t.len_ns / 2)
             return 0;

@@ -58,19 +58,20 @@ uint64_t lim_pacer_book_bursty(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns,
  * turns instead: every LIM_TURN_PERIOD_NS of CLOCK_MONOTONIC (one clock for the whole node) is
  * cut into one window per paced container, in the order of container ids, each as long as the
  * container's share (shares scaled down to fit when they add up to more than 100).  A container
- * launches only inside its window, and only work its estimates say ends before the window does,
- * so that one context at a time has work on the GPU.  Every container computes the same windows
- * from the node region, with no lock and no hand-over: a dead container's window just stays idle
- * until its slot goes stale. */
+ * launches only inside its window, and only work its estimates say ends before the window does
+ * (give or take half a kernel), so that one context at a time has work on the GPU.  Every
+ * container computes the same windows from the node region, with no lock and no hand-over: a
+ * dead container's window just stays idle until its slot goes stale. */
 #define LIM_TURN_PERIOD_NS 40000000ull /* the shortest period: class 0 */
 #define LIM_TURN_CLASSES   5u  /* period = LIM_TURN_PERIOD_NS << class: 40, 80, 160, 320, 640 ms */
-#define LIM_TURN_KERNELS   10u /* a window holds at least this many of a member's longest kernels */
+#define LIM_TURN_KERNELS   4u  /* a window holds at least this many of a member's longest kernels */
 #define LIM_TURN_MAX       64u /* paced containers per GPU taken into account */
 
-/* The period grows with the longest kernels: a launch that does not fit the rest of its window
- * waits for the next one, so a window only a few kernels long loses much of its share (sim, 30 %
- * with 3 ms kernels in 12-ms windows: 22.5 %).  Each member asks for the smallest class whose
- * window holds LIM_TURN_KERNELS of its longest kernels; all take the largest class asked. */
+/* The period grows with the longest kernels: a launch goes only while its end falls at most half
+ * its cost past its window's end (lim_turn_wait), so a window gives up and takes about as much at
+ * its edges, and a window of a few long kernels would still turn them over coarsely.  Each member
+ * asks for the smallest class whose window holds LIM_TURN_KERNELS of its longest kernels; all
+ * take the largest class asked. */
 uint32_t lim_turn_class(uint64_t longest_ns, uint32_t limit_pct);
 
 struct lim_turn_member {
@@ -98,8 +99,9 @@ struct lim_turn lim_turn_window(const struct lim_turn_member *m, uint32_t n, uin
 
 /* How long a launch of `cost_ns` must wait for its turn at `now_ns`, 0 = go, when the caller's
  * queued work (its estimate) ends `queued_ns` from now.  A launch goes inside the window when it
- * ends before the window does; a launch longer than the whole window goes at the start of one
- * with nothing queued, in the first half of the window (the pacer keeps its long-run share). */
+ * ends no later than half its cost past the window's end; a launch longer than the whole window
+ * goes at the start of one with nothing queued, in the first half of the window (the pacer keeps
+ * its long-run share). */
 uint64_t lim_turn_wait(struct lim_turn t, uint64_t now_ns, uint64_t queued_ns, uint64_t cost_ns);
 
 /* ---- clock (DVFS) correction ------------------------------------------------------------------

@@ -807,6 +807,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shapes", default="", help="comma list of shape indexes to run (default all)")
     ap.add_argument("--cold-starts", default="",
                     help="comma list of cold-start indexes (default all)")
+    ap.add_argument("--shared-cold-rounds", type=int, default=2,
+                    help="rounds per shape of the sharedcold section")
     ap.add_argument("--shim", type=Path, help="a libvgpu.so to run instead of this tree's build")
     ap.add_argument("--phase", type=float, default=2.0, help="seconds per phase")
     ap.add_argument("--warm", type=float, default=0.7, help="seconds of a phase not measured")
@@ -863,7 +865,8 @@ def main(argv: list[str] | None = None) -> int:
             if "shared" in only:
                 res["shared"] = bench_shared(r)
             if "sharedcold" in only:
-                bench_shared_cold(r, out=res.setdefault("shared_cold", []))
+                bench_shared_cold(r, rounds=args.shared_cold_rounds,
+                                  out=res.setdefault("shared_cold", []))
             if "priority" in only:
                 res["priority"] = bench_priority(r)
     except SystemExit:

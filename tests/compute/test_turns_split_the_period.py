@@ -59,8 +59,14 @@ def test_launch_goes_only_when_it_ends_inside_the_window(limiter_driver) -> None
     base = 1000 * PERIOD
     # inside the window with room: go
     assert wait(limiter_driver, off, length, base + 13 * MS, 1 * MS, 200_000) == 0
-    # inside, but the queued work plus this launch would run past the window: next window
-    assert wait(limiter_driver, off, length, base + 39 * MS, 800_000, 300_000) == 13 * MS
+    # inside, but the queued work plus this launch would run past the window by more than half
+    # the launch: next window
+    assert wait(limiter_driver, off, length, base + 39 * MS, 1_500_000, 300_000) == 13 * MS
+    # by at most half the launch: go (a window loses no more than it overruns, on average)
+    assert wait(limiter_driver, off, length, base + 39 * MS, 800_000, 300_000) == 0
+    assert wait(limiter_driver, off, length, base + 37 * MS, 0, 4 * MS) == 0
+    assert wait(limiter_driver, off, length, base + 38 * MS, 0, 4 * MS) == 0
+    assert wait(limiter_driver, off, length, base + 38 * MS + 500_000, 0, 4 * MS) == 13_500_000
     # before the window: wait for its start
     assert wait(limiter_driver, off, length, base + 2 * MS, 0, 200_000) == 10 * MS
 
@@ -80,8 +86,9 @@ def test_no_window_means_no_wait(limiter_driver) -> None:
 
 @pytest.mark.parametrize(
     ("longest_ms", "limit", "cls"),
-    # a window must hold 10 of the longest kernels: 30 % of 40 ms holds 10 x 1.2 ms
-    [(0.2, 30, 0), (1.2, 30, 0), (1.3, 30, 1), (3, 30, 2), (3, 70, 1), (8, 30, 3), (80, 30, 4)],
+    # a window must hold 4 of the longest kernels: 30 % of 40 ms holds 4 x 3 ms
+    [(0.2, 30, 0), (3, 30, 0), (3.1, 30, 1), (8, 30, 2), (8, 70, 1), (12, 30, 2), (13, 30, 3),
+     (80, 30, 4)],
 )
 def test_long_kernels_ask_for_a_longer_period(limiter_driver, longest_ms, limit, cls) -> None:
     assert int(limiter_driver.run("turnclass", int(longest_ms * MS), limit)) == cls
@@ -100,7 +107,7 @@ def test_the_wait_follows_the_period(limiter_driver) -> None:
     base = 1000 * period
     assert wait_p(limiter_driver, off, length, base + 10 * MS, 0, 3 * MS, period) == 38 * MS
     assert wait_p(limiter_driver, off, length, base + 60 * MS, 0, 3 * MS, period) == 0
-    assert wait_p(limiter_driver, off, length, base + 158 * MS, 0, 3 * MS, period) == 50 * MS
+    assert wait_p(limiter_driver, off, length, base + 159 * MS, 0, 3 * MS, period) == 49 * MS
 
 
 def wait_p(driver, off: int, length: int, now: int, queued: int, cost: int, period: int) -> int:
