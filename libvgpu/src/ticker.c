@@ -229,14 +229,6 @@ void vgpu_tick(uint64_t now)
         if (LD(&c->turn))
             flags |= VGPU_COMPUTE_FLAG_TURNS;
         ST(&c->track, census.present > 0 ? 1u : 0u);
-        /* a low one with gpucores, alone and not paced, keeps its queue no deeper than
-         * ALONE_QUEUE_NS (gate.c), so that a newcomer never waits behind seconds of it */
-        ST(&c->hold, census.present == 0 && !r.limit_pct && !r.yield &&
-                         vgpu_cs.priority == LIM_PRIORITY_LOW &&
-                         vgpu_cs.policy != LIM_POLICY_DISABLE && v.limit_pct > 0 &&
-                         v.limit_pct < 100
-                     ? 1u
-                     : 0u);
         ST(&c->sharing, census.high + census.low > 0 ? 1u : 0u);
         if (census.high + census.low)
             flags |= VGPU_COMPUTE_FLAG_SHARING;
@@ -248,7 +240,7 @@ void vgpu_tick(uint64_t now)
             flags |= VGPU_COMPUTE_FLAG_NODE_UNKNOWN;
         ST(&b->effective_pct, r.limit_pct);
         ST(&b->flags, flags);
-        if (r.limit_pct || r.yield || census.present > 0 || LD(&c->hold))
+        if (r.limit_pct || r.yield || census.present > 0)
             gate = 1;
     }
     if (may_pace && !vgpu_cs.clock_started && vgpu_cs.ndev > 0)
