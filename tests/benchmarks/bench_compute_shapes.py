@@ -507,13 +507,14 @@ COLD = (
     (Shape("model", 8, seq=512), 50),  # samples under NVML's busy time until the feedback acts
 )
 COLD_PHASES = ((0.0, 1.0), (1.0, 2.0), (2.0, 4.0))  # seconds after the first step
+COLD_PHASE_SPEC = ",".join(f"-1:{b - a}" for a, b in COLD_PHASES)  # the worker's --phases
 
 
 def bench_cold(r: Runner, cold: tuple[tuple[Shape, int], ...] = COLD,
                out: list[dict] | None = None) -> list[dict]:
     """Each cold start's row, appended to `out` as it is done."""
     out = [] if out is None else out
-    phases = ",".join(f"-1:{b - a}" for a, b in COLD_PHASES)
+    phases = COLD_PHASE_SPEC
     for shape, limit in cold:
         ref = saturated(r, shape.size, shape.streams) if shape.kind == "mm" else None
         runs = {}
@@ -611,7 +612,7 @@ def bench_shared_cold(r: Runner, shapes: tuple[Shape, ...] = SHARED_COLD, rounds
     slower alone too: lazy module loading, cuBLAS's first calls, the clock ramping up).  Within
     target: each share within 5 points of its limit's part of that cold alone share."""
     out = [] if out is None else out
-    phases = ",".join(f"-1:{b - a}" for a, b in COLD_PHASES)
+    phases = COLD_PHASE_SPEC
     for shape in shapes:
         ref = saturated(r, shape.size, shape.streams)
         cold = r.results(r.start(shape, phases, r.container(), 0.0, cold=True))
@@ -832,6 +833,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, IndexError):
         ap.error(f"--cold-starts {args.cold_starts!r}: indexes 0..{len(COLD) - 1}, comma "
                  "separated")
+    if args.shared_cold_rounds < 1:
+        ap.error(f"--shared-cold-rounds {args.shared_cold_rounds}: at least 1")
     if args.shim is not None and not args.shim.is_file():
         ap.error(f"--shim {args.shim}: no such file (a built libvgpu.so)")
     try:
