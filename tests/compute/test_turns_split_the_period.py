@@ -54,7 +54,7 @@ def wait(driver, off: int, length: int, now: int, queued: int, cost: int) -> int
     return int(driver.run("turnwait", off, length, now, queued, cost))
 
 
-def test_launch_goes_only_when_it_ends_inside_the_window(limiter_driver) -> None:
+def test_launch_goes_only_when_it_ends_at_most_half_itself_past_the_window(limiter_driver) -> None:
     off, length = 12 * MS, 28 * MS
     base = 1000 * PERIOD
     # inside the window with room: go
