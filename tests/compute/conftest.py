@@ -45,13 +45,17 @@ def limiter_driver(tmp_path_factory: pytest.TempPathFactory) -> Driver:
 
 # ---- the shim on the simulated GPU ----------------------------------------------------------
 
-
 class Loop:
     """tests/compute/progs/launch_loop.c, run with libvgpu preloaded on a simulated GPU."""
 
     def __init__(self, exe: Path, node_region: Path) -> None:
         self.exe = exe
         self.node_region = node_region
+
+    def fresh(self, name: str) -> Loop:
+        """The same program with a node region of its own, for one more run of a scenario (a
+        node region keeps the slots of exited processes until they go stale)."""
+        return Loop(self.exe, self.node_region.with_name(f"{name}.node.region"))
 
     def env(self, sim_env: dict[str, str], **extra: str) -> dict[str, str]:
         from libvgpu.paths import shim_path

@@ -5,7 +5,8 @@ alone throughput within 1 s), and when the 30 one resumes it gets its share back
 On the simulated GPU: the 30 container runs bursts of 300 1-ms kernels (about 1 s of work at
 its share), synchronises and idles 1 s; the 70 one launches 1-ms kernels flat out.  Shares are
 read from each launch's return time (both keep at most ~2 ms queued, so a launch returns about
-when its kernel runs), in bins of 50 ms around the 30 one's idle period."""
+when its kernel runs), in bins of 50 ms around the 30 one's idle period.  Three runs, judged by
+the medians of their measures (rounds.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import itertools
 from pathlib import Path
 
 import pytest
+from rounds import ROUNDS, medians
 
 KERNEL_NS = 1_000_000
 BIN_NS = 50_000_000
@@ -33,16 +35,15 @@ def idle_gaps(times: list[int], min_ns: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in itertools.pairwise(times) if b - a > min_ns]
 
 
-@pytest.mark.slow
-def test_the_70_container_takes_the_gpu_while_the_30_idles_and_gives_it_back(
-        loop, sim_gpu, tmp_path) -> None:
-    times = {name: tmp_path / f"{name}.times" for name in ("a", "b")}
-    a = loop.start(sim_gpu.env, "kernel", 1000, 4.2, CUDA_DEVICE_SM_LIMIT="30",
+def handover(loop, gpu_env: dict[str, str], tmp: Path) -> dict[str, float]:
+    """One run: the measures of the 30 one's first idle period with both busy around it."""
+    times = {name: tmp / f"{name}.times" for name in ("a", "b")}
+    a = loop.start(gpu_env, "kernel", 1000, 4.2, CUDA_DEVICE_SM_LIMIT="30",
                    LAUNCH_LOOP_SYNC="300", LAUNCH_LOOP_IDLE_US="1000000",
-                   CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / "a.region"),
+                   CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / "a.region"),
                    LAUNCH_LOOP_TIMES=str(times["a"]))
-    b = loop.start(sim_gpu.env, "kernel", 1000, 4.6, CUDA_DEVICE_SM_LIMIT="70",
-                   CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / "b.region"),
+    b = loop.start(gpu_env, "kernel", 1000, 4.6, CUDA_DEVICE_SM_LIMIT="70",
+                   CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / "b.region"),
                    LAUNCH_LOOP_TIMES=str(times["b"]))
     loop.result(a)
     loop.result(b)
@@ -55,29 +56,46 @@ def test_the_70_container_takes_the_gpu_while_the_30_idles_and_gives_it_back(
     idle_from, idle_to = gaps[0]
     assert idle_to - idle_from >= 900_000_000, gaps
 
-    # both busy before the idle period (its last 400 ms): 30 + 70
     before = (idle_from - 400_000_000, idle_from)
-    assert share(ta, *before) == pytest.approx(0.30, abs=0.05), (share(ta, *before), gaps)
-    assert share(tb, *before) == pytest.approx(0.70, abs=0.05), share(tb, *before)
-
-    # the 30 one idles: the 70 one reaches >= 90 % within a few bins and stays near the whole GPU
+    # while the 30 one idles: when the 70 one first reaches >= 90 %, and how it keeps it
     bins = [(t, share(tb, t, t + BIN_NS)) for t in range(idle_from, idle_to - BIN_NS, BIN_NS)]
-    full = [i for i, (_, s) in enumerate(bins) if s >= 0.9]
-    assert full, bins
-    taken_ns = bins[full[0]][0] + BIN_NS - idle_from
+    full = [i for i, (_, s) in enumerate(bins) if s >= 0.9] or [len(bins) - 1]
     rest = [s for _, s in bins[full[0]:]]
-    print(f"the 70 container at >= 90 % {taken_ns / 1e6:.0f} ms after the 30 one's last launch; "
-          f"bins: {[round(s, 2) for _, s in bins]}")
-    assert taken_ns <= 200_000_000, bins  # the target is 1 s; the mechanism needs ~60 ms
-    assert sum(rest) / len(rest) >= 0.9 and min(rest) >= 0.7, bins  # >= 90 % of alone
-
-    # the 30 one resumes: its share back within 100 ms, held there while both are busy
+    # after the 30 one resumes: one 80-ms stretch from 100 ms on (a turn period of 40 or 80 ms:
+    # a whole number of them), and 400 ms from then
+    first = (idle_to + 100_000_000, idle_to + 180_000_000)
+    after = (idle_to + 100_000_000, idle_to + 500_000_000)
     back = [round(share(ta, t, t + TURN_NS), 2)
             for t in range(idle_to, idle_to + 480_000_000, TURN_NS)]
-    print(f"the 30 container's share in 40-ms bins after it resumed: {back}")
-    # one 80-ms stretch from 100 ms on (a turn period of 40 or 80 ms: a whole number of them)
-    first = (idle_to + 100_000_000, idle_to + 180_000_000)
-    assert share(ta, *first) == pytest.approx(0.30, abs=0.07), back
-    after = (idle_to + 100_000_000, idle_to + 500_000_000)
-    assert share(ta, *after) == pytest.approx(0.30, abs=0.05), share(ta, *after)
-    assert share(tb, *after) == pytest.approx(0.70, abs=0.05), share(tb, *after)
+    print(f"the 70 container's share in 50-ms bins while the 30 one idled: "
+          f"{[round(s, 2) for _, s in bins]}; the 30 one's in 40-ms bins after it resumed: {back}")
+    return {
+        "a before": share(ta, *before), "b before": share(tb, *before),
+        "ms to 90 %": (bins[full[0]][0] + BIN_NS - idle_from) / 1e6,
+        "b idle mean": sum(rest) / len(rest), "b idle min": min(rest),
+        "a first back": share(ta, *first), "a after": share(ta, *after),
+        "b after": share(tb, *after),
+    }
+
+
+@pytest.mark.slow
+def test_the_70_container_takes_the_gpu_while_the_30_idles_and_gives_it_back(
+        loop, make_sim_gpu, tmp_path) -> None:
+    runs = []
+    for i in range(ROUNDS):
+        (tmp_path / str(i)).mkdir()
+        runs.append(handover(loop.fresh(str(i)), make_sim_gpu().env, tmp_path / str(i)))
+    m = medians(runs)
+    detail = {key: [round(run[key], 3) for run in runs] for key in m}
+    print(detail)
+    # both busy before the idle period (its last 400 ms): 30 + 70
+    assert m["a before"] == pytest.approx(0.30, abs=0.05), detail
+    assert m["b before"] == pytest.approx(0.70, abs=0.05), detail
+    # the 30 one idles: the 70 one reaches >= 90 % within a few bins and stays near the whole GPU
+    # (the target is 1 s; the mechanism needs ~60 ms)
+    assert m["ms to 90 %"] <= 200, detail
+    assert m["b idle mean"] >= 0.9 and m["b idle min"] >= 0.7, detail  # >= 90 % of alone
+    # the 30 one resumes: its share back within 100 ms, held there while both are busy
+    assert m["a first back"] == pytest.approx(0.30, abs=0.07), detail
+    assert m["a after"] == pytest.approx(0.30, abs=0.05), detail
+    assert m["b after"] == pytest.approx(0.70, abs=0.05), detail

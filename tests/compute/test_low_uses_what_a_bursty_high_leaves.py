@@ -8,6 +8,7 @@ the one that waited 5 ms + 2 ms past the high one's estimated work, 56 % of its 
 from __future__ import annotations
 
 import pytest
+from rounds import ROUNDS, medians
 
 HIGH = {"CUDA_TASK_PRIORITY": "0", "LAUNCH_LOOP_SYNC": "1", "LAUNCH_LOOP_IDLE_US": "23300"}
 
@@ -24,14 +25,17 @@ def test_low_gets_60pct_of_alone_beside_a_high_busy_30pct(loop, make_sim_gpu, tm
 
     high_alone = alone("high-alone", 10000, **HIGH)
     low_alone = alone("low-alone", 1000, CUDA_TASK_PRIORITY="1")
-    gpu = make_sim_gpu().env
-    high = loop.start(gpu, "kernel", 10000, 4.0, **HIGH,
-                      CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / "high.region"))
-    low = loop.start(gpu, "kernel", 1000, 4.0, CUDA_TASK_PRIORITY="1",
-                     CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / "low.region"))
-    sh, sl = loop.result(high)["share"], loop.result(low)["share"]
-    assert isinstance(sh, float) and isinstance(sl, float)
-    facts = {"high alone": high_alone, "low alone": low_alone, "high": sh, "low": sl}
+    runs = []
+    for i in range(ROUNDS):  # the pair three times, judged by the medians (rounds.py)
+        run, gpu = loop.fresh(str(i)), make_sim_gpu().env
+        high = run.start(gpu, "kernel", 10000, 4.0, **HIGH,
+                         CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"high{i}.region"))
+        low = run.start(gpu, "kernel", 1000, 4.0, CUDA_TASK_PRIORITY="1",
+                        CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"low{i}.region"))
+        runs.append({"high": float(run.result(high)["share"]),
+                     "low": float(run.result(low)["share"])})
+    m = medians(runs)
+    facts = {"high alone": high_alone, "low alone": low_alone, "runs": runs}
     assert 0.27 <= high_alone <= 0.33, facts  # busy 30 % of the time, as the issue asks
-    assert sh >= 0.9 * high_alone, facts
-    assert sl >= 0.6 * low_alone, facts
+    assert m["high"] >= 0.9 * high_alone, facts
+    assert m["low"] >= 0.6 * low_alone, facts
