@@ -9,6 +9,7 @@
 #define VGPU_COMPUTE_STATE_H
 
 #include <errno.h>
+#include <sched.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
@@ -147,15 +148,26 @@ static inline void vgpu_cs_sleep_until(uint64_t t)
         ;
 }
 
+/* A short spin lock (the measurement ring's bookkeeping, a few loads and stores, and the event
+ * queries of vgpu_measure_poll_locked).  After CS_LOCK_SPINS pauses a waiter yields its CPU: on
+ * a node whose cores are all busy the holder may be preempted, and a waiter spinning through
+ * its whole time slice would only keep the holder off the CPU longer. */
+#define CS_LOCK_SPINS 256u
+
 static inline void vgpu_cs_lock(uint32_t *l)
 {
+    uint32_t spins = 0;
+
     while (__atomic_exchange_n(l, 1u, __ATOMIC_ACQUIRE) != 0)
-        while (LD(l) != 0)
+        while (LD(l) != 0) {
+            if (++spins < CS_LOCK_SPINS) {
 #if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#else
-            ;
+                __builtin_ia32_pause();
 #endif
+            } else {
+                sched_yield();
+            }
+        }
 }
 
 static inline void vgpu_cs_unlock(uint32_t *l)

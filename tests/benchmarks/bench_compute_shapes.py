@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -45,7 +45,7 @@ sys.path.insert(0, str(HERE))
 from bench_compute import Gpu, _gpu_name  # noqa: E402
 
 LIMITS = (10, 30, 50, 70)
-SECTIONS = ("probe", "shapes", "cold", "trace", "shared", "sharedcold", "priority")
+SECTIONS = ("probe", "shapes", "cold", "trace", "shared", "sharedcold", "newcomer", "priority")
 
 
 @dataclass(frozen=True)
@@ -636,6 +636,60 @@ def bench_shared_cold(r: Runner, shapes: tuple[Shape, ...] = SHARED_COLD, rounds
     return out
 
 
+class CpuLoad:
+    """`n` processes spinning on the CPU at niceness `nice` for as long as the block runs: a node
+    whose data loaders and services keep its cores busy."""
+
+    def __init__(self, n: int, nice: int = 0) -> None:
+        self.n, self.nice = n, nice
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def __enter__(self) -> CpuLoad:
+        self.procs = [subprocess.Popen(["nice", "-n", str(self.nice), sys.executable, "-c",
+                                        "while True: pass"]) for _ in range(self.n)]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
+NEWCOMER = (Shape("mm", 4096, sync=0), Shape("mm", 16384, sync=0))
+NEWCOMER_AFTER_S = 2.0  # the first container runs alone this long before the second starts
+
+
+def bench_newcomer(r: Runner, shapes: tuple[Shape, ...] = NEWCOMER,
+                   out: list[dict] | None = None) -> list[dict]:
+    """A container at 70 (`default`) running a loop that never synchronises, alone for
+    NEWCOMER_AFTER_S (alone it is not paced, so the driver's queue fills with its work), then a
+    second one at 30 starts the same matmul, synchronising after each, paced from its first
+    launch: its share of saturated throughput in its seconds 0-1 / 1-2 / 2-4, against the same
+    loop started cold alone.  Within target: within 5 points of 30 % of that."""
+    out = [] if out is None else out
+    for shape in shapes:
+        ref = saturated(r, shape.size, shape.streams)
+        late = replace(shape, sync=1)
+        cold = r.results(r.start(late, COLD_PHASE_SPEC, r.container(), 0.0, cold=True))
+        alone = [100 * x["steps_per_s"] / ref for x in cold]
+        start = time.monotonic() + 15.0
+        total = NEWCOMER_AFTER_S + COLD_PHASES[-1][1]
+        pa = r.start(shape, f"-1:{total}", r.container(CUDA_DEVICE_SM_LIMIT="70"), start)
+        pb = r.start(late, COLD_PHASE_SPEC, r.container(CUDA_DEVICE_SM_LIMIT="30"),
+                     start + NEWCOMER_AFTER_S, cold=True)
+        ra, rb = r.results(pa), r.results(pb)
+        points = []
+        for (a, b), xb, al in zip(COLD_PHASES, rb, alone, strict=True):
+            sb = 100 * xb["steps_per_s"] / ref
+            points.append({"seconds": f"{a:g}-{b:g}", "30": round(sb, 1), "alone": round(al, 1),
+                           "ok": abs(sb - 0.3 * al) <= 5})
+        row = {"shape": shape.name, "first_pct_overall": round(100 * ra[0]["steps_per_s"] / ref, 1),
+               "points": points, "raw": [ra, rb, cold]}
+        print(json.dumps({k: v for k, v in row.items() if k != "raw"}), flush=True)
+        out.append(row)
+    return out
+
+
 def bench_priority(r: Runner) -> dict:
     """Priority (issue 18), all under `default` unless named, 4096² bf16 matmuls (~200 µs):
     a low-priority container with gpucores 30 alone (not held: % of the same run's unlimited
@@ -695,6 +749,9 @@ def markdown(res: dict) -> str:
              f"Total time: {res['seconds']:.0f} s", ""]
     if res.get("cut"):
         lines += [f"**Cut short:** {res['cut']}.", ""]
+    n, nice = res.get("cpu_load", (0, 0))
+    if n:
+        lines += [f"While {n} processes spun on the CPU (nice {nice}).", ""]
     if res.get("probe"):
         lines += ["| matmul (no libvgpu) | graph µs/matmul | isolated event µs (min/p50) | "
                   "chained event µs (min/p50) |", "| --- | --- | --- | --- |"]
@@ -749,6 +806,21 @@ def markdown(res: dict) -> str:
                   f"{sh['both_busy']['30']} + {sh['both_busy']['70']}; 30 idle: 70 gets "
                   f"{sh['30_idle']['70']}; 30 resumed: {sh['30_resumed']['30']} + "
                   f"{sh['30_resumed']['70']}.", ""]
+    if res.get("newcomer"):
+        lines += [f"A container at 70 (default policy) alone for {NEWCOMER_AFTER_S:g} s, never "
+                  "synchronising, then one at 30 starts (synchronising after each matmul, paced "
+                  "from its first launch): the newcomer's % of saturated throughput, seconds "
+                  "0-1 / 1-2 / 2-4; alone: its loop started cold alone (✗: more than 5 points "
+                  "from 30 % of that); the first one's over its whole run", "",
+                  "| shape of the first | newcomer | alone | first, whole run |",
+                  "| --- | --- | --- | --- |"]
+        for c in res["newcomer"]:
+            pts = c["points"]
+            lines.append(f"| {c['shape']} | "
+                         + " / ".join(f"{p['30']}{'' if p['ok'] else ' ✗'}" for p in pts) + " | "
+                         + " / ".join(str(p["alone"]) for p in pts) + " | "
+                         + f"{c['first_pct_overall']} |")
+        lines.append("")
     if res.get("shared_cold"):
         lines += ["Two containers 30 + 70 (default policy) starting together, paced from the first "
                   "launch: % of saturated throughput, seconds 0-1 / 1-2 / 2-4; alone: one "
@@ -810,6 +882,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma list of cold-start indexes (default all)")
     ap.add_argument("--shared-cold-rounds", type=int, default=2,
                     help="rounds per shape of the sharedcold section")
+    ap.add_argument("--cpu-load", type=int, default=0,
+                    help="processes spinning on the CPU while the sections run (default none)")
+    ap.add_argument("--cpu-load-nice", type=int, default=0,
+                    help="their niceness (0: the benchmark's own weight; 19: the least)")
     ap.add_argument("--shim", type=Path, help="a libvgpu.so to run instead of this tree's build")
     ap.add_argument("--phase", type=float, default=2.0, help="seconds per phase")
     ap.add_argument("--warm", type=float, default=0.7, help="seconds of a phase not measured")
@@ -835,6 +911,10 @@ def main(argv: list[str] | None = None) -> int:
                  "separated")
     if args.shared_cold_rounds < 1:
         ap.error(f"--shared-cold-rounds {args.shared_cold_rounds}: at least 1")
+    if args.cpu_load < 0:
+        ap.error(f"--cpu-load {args.cpu_load}: 0 or more processes")
+    if not 0 <= args.cpu_load_nice <= 19:
+        ap.error(f"--cpu-load-nice {args.cpu_load_nice}: 0..19")
     if args.shim is not None and not args.shim.is_file():
         ap.error(f"--shim {args.shim}: no such file (a built libvgpu.so)")
     try:
@@ -846,7 +926,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     gpu = Gpu()
     res: dict = {"machine": f"{platform.node()} ({_gpu_name()})",
-                 "command": " ".join([Path(sys.executable).name, *sys.argv]), "gpu": gpu.info}
+                 "command": " ".join([Path(sys.executable).name, *sys.argv]), "gpu": gpu.info,
+                 "cpu_load": [args.cpu_load, args.cpu_load_nice]}
     if "probe" in only:
         done = subprocess.run([sys.executable, __file__, "probe"], capture_output=True,
                               text=True, timeout=300, env={k: v for k, v in os.environ.items()
@@ -857,7 +938,8 @@ def main(argv: list[str] | None = None) -> int:
     # a run stopped by `timeout` (SIGTERM) still writes the rows it finished, with a note
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
     try:
-        with tempfile.TemporaryDirectory(prefix="bench-shapes-") as tmp:
+        with (tempfile.TemporaryDirectory(prefix="bench-shapes-") as tmp,
+              CpuLoad(args.cpu_load, args.cpu_load_nice)):
             r = Runner(Path(tmp), gpu, args.phase, args.warm, args.shim)
             if "shapes" in only:
                 bench_shapes(r, shapes, limits, out=res.setdefault("shapes", []))
@@ -867,6 +949,8 @@ def main(argv: list[str] | None = None) -> int:
                 res["trace"] = bench_trace(r, shapes, limits)
             if "shared" in only:
                 res["shared"] = bench_shared(r)
+            if "newcomer" in only:
+                bench_newcomer(r, out=res.setdefault("newcomer", []))
             if "sharedcold" in only:
                 bench_shared_cold(r, rounds=args.shared_cold_rounds,
                                   out=res.setdefault("shared_cold", []))
