@@ -118,6 +118,7 @@ struct vgpu_cstate {
     int ndev;
     uint32_t policy;
     uint32_t priority;
+    uint32_t gate_wait; /* enum lim_wait, GPUWARDEN_GATE_WAIT */
     uint64_t container_id;
     struct vgpu_region_handle region;
     int have_region;

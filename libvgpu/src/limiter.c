@@ -474,6 +474,19 @@ int lim_parse_policy(const char *s, uint32_t *out)
     return 0;
 }
 
+int lim_parse_wait(const char *s, uint32_t *out)
+{
+    if (s == NULL)
+        return -1;
+    if (strcasecmp(s, "sleep") == 0)
+        *out = LIM_WAIT_SLEEP;
+    else if (strcasecmp(s, "yield") == 0)
+        *out = LIM_WAIT_YIELD;
+    else
+        return -1;
+    return 0;
+}
+
 int lim_parse_priority(const char *s, uint32_t *out)
 {
     if (s == NULL || (s[0] != '0' && s[0] != '1') || s[1] != '\0')

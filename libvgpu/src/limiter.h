@@ -261,6 +261,10 @@ uint64_t lim_lowest(const uint64_t *v, uint32_t n);
 
 enum lim_policy { LIM_POLICY_DEFAULT = 0, LIM_POLICY_FORCE = 1, LIM_POLICY_DISABLE = 2 };
 enum lim_priority { LIM_PRIORITY_HIGH = 0, LIM_PRIORITY_LOW = 1 };
+/* How a launch waits for its turn or its pace (GPUWARDEN_GATE_WAIT): asleep, or runnable and
+ * yielding the CPU, which keeps the launching thread a whole task to the kernel's scheduler on a
+ * node whose cores are all busy (docs/compute.md, known limits). */
+enum lim_wait { LIM_WAIT_SLEEP = 0, LIM_WAIT_YIELD = 1 };
 
 /* The agent's override fields (vgpu_compute.h): zero means "no override". */
 #define LIM_AGENT_UNLIMITED 101u /* agent_limit_pct value: explicitly not limited */
@@ -304,5 +308,6 @@ uint64_t lim_low_queue_wait(uint64_t queued_ns, uint64_t cost_ns, uint64_t bound
 int lim_parse_pct(const char *s, uint32_t *out);      /* "0".."100", optional trailing '%' */
 int lim_parse_policy(const char *s, uint32_t *out);   /* default | force | disable */
 int lim_parse_priority(const char *s, uint32_t *out); /* 0 | 1 */
+int lim_parse_wait(const char *s, uint32_t *out);     /* sleep | yield (enum lim_wait) */
 
 #endif

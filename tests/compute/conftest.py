@@ -62,7 +62,8 @@ class Loop:
 
         env = dict(sim_env)
         for name in ("CUDA_DEVICE_SM_LIMIT", "GPU_CORE_UTILIZATION_POLICY", "CUDA_TASK_PRIORITY",
-                     "CUDA_DEVICE_MEMORY_SHARED_CACHE", "LAUNCH_LOOP_TIMES", "LIBCUDA_LOG_LEVEL"):
+                     "CUDA_DEVICE_MEMORY_SHARED_CACHE", "LAUNCH_LOOP_TIMES", "LIBCUDA_LOG_LEVEL",
+                     "GPUWARDEN_GATE_WAIT"):
             env.pop(name, None)
         env["LD_PRELOAD"] = str(shim_path())
         env["GPUWARDEN_NODE_REGION"] = str(self.node_region)

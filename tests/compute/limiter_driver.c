@@ -12,7 +12,7 @@
  *       PROCS launchers sharing one pacer word round-robin; prints the total busy share.
  *   limiter_driver decide
  *       prints the verdict for every combination of the inputs of lim_decide.
- *   limiter_driver parse pct|policy|priority VALUE
+ *   limiter_driver parse pct|policy|priority|wait VALUE
  *   limiter_driver lowest V1 [V2 ...]
  *   limiter_driver cost [sat=MHZ] SAMPLE[@MHZ]...
  *       one key; after each sample (ns, run at clock MHZ, default unknown) prints the estimate
@@ -156,6 +156,8 @@ static int cmd_parse(char **a)
         rc = lim_parse_policy(a[1], &v);
     else if (strcmp(a[0], "priority") == 0)
         rc = lim_parse_priority(a[1], &v);
+    else if (strcmp(a[0], "wait") == 0)
+        rc = lim_parse_wait(a[1], &v);
     else
         return 2;
     if (rc != 0)

@@ -17,6 +17,8 @@ import pytest
         ("priority", "0", "0"), ("priority", "1", "1"), ("priority", "2", "malformed"),
         ("priority", "high", "malformed"), ("priority", "01", "malformed"),
         ("priority", "", "malformed"),
+        ("wait", "sleep", "0"), ("wait", "yield", "1"), ("wait", "Yield", "1"),
+        ("wait", "spin", "malformed"), ("wait", "", "malformed"), ("wait", "yield ", "malformed"),
     ],
 )
 def test_value_is_parsed_or_refused(limiter_driver, kind: str, text: str, want: str) -> None:

@@ -34,6 +34,15 @@ def test_malformed_policy_means_force(loop, sim_gpu) -> None:
     assert r["share"] == pytest.approx(0.30, abs=0.05)
 
 
+@pytest.mark.slow
+def test_malformed_gate_wait_means_sleep_and_the_limit_holds(loop, sim_gpu) -> None:
+    r = loop.run(sim_gpu.env, "kernel", 1000, 2.0, CUDA_DEVICE_SM_LIMIT="30",
+                 GPU_CORE_UTILIZATION_POLICY="force", GPUWARDEN_GATE_WAIT="spin")
+    assert "GPUWARDEN_GATE_WAIT='spin' is not a way to wait (valid: sleep, yield); using sleep" \
+        in r["stderr"]
+    assert r["share"] == pytest.approx(0.30, abs=0.05)
+
+
 def test_malformed_priority_means_low(loop, sim_gpu) -> None:
     r = loop.run(sim_gpu.env, "kernel", 1000, 1.2, CUDA_TASK_PRIORITY="high")
     assert "CUDA_TASK_PRIORITY='high' is not a priority (valid: 0 high, 1 low); using 1 (low)" \
