@@ -2,6 +2,7 @@
 #include "limiter.h"
 
 #include <math.h>
+#include <string.h>
 #include <strings.h>
 
 /* ---- pacer ------------------------------------------------------------------------------- */
@@ -482,8 +483,40 @@ int lim_parse_wait(const char *s, uint32_t *out)
         *out = LIM_WAIT_SLEEP;
     else if (strcasecmp(s, "yield") == 0)
         *out = LIM_WAIT_YIELD;
+    else if (strcasecmp(s, "auto") == 0)
+        *out = LIM_WAIT_AUTO;
     else
         return -1;
+    return 0;
+}
+
+uint32_t lim_wait_choose(uint32_t now_yielding, uint32_t some_avg10_x100)
+{
+    if (some_avg10_x100 >= LIM_WAIT_YIELD_FROM)
+        return LIM_WAIT_YIELD;
+    if (some_avg10_x100 < LIM_WAIT_SLEEP_BELOW)
+        return LIM_WAIT_SLEEP;
+    return now_yielding == LIM_WAIT_YIELD ? LIM_WAIT_YIELD : LIM_WAIT_SLEEP;
+}
+
+int lim_parse_psi_some_avg10(const char *text, uint32_t *x100)
+{
+    static const char head[] = "some avg10=";
+    uint32_t whole = 0, frac = 0;
+    const char *p;
+    int digits = 0;
+
+    if (text == NULL || strncmp(text, head, sizeof head - 1) != 0)
+        return -1;
+    for (p = text + sizeof head - 1; *p >= '0' && *p <= '9' && digits < 4; p++, digits++)
+        whole = whole * 10u + (uint32_t)(*p - '0');
+    if (digits == 0 || whole > 100u || p[0] != '.' || p[1] < '0' || p[1] > '9' || p[2] < '0' ||
+        p[2] > '9' || (p[3] != ' ' && p[3] != '\n' && p[3] != '\0'))
+        return -1;
+    frac = (uint32_t)(p[1] - '0') * 10u + (uint32_t)(p[2] - '0');
+    if (whole * 100u + frac > 10000u)
+        return -1;
+    *x100 = whole * 100u + frac;
     return 0;
 }
 

@@ -263,8 +263,20 @@ enum lim_policy { LIM_POLICY_DEFAULT = 0, LIM_POLICY_FORCE = 1, LIM_POLICY_DISAB
 enum lim_priority { LIM_PRIORITY_HIGH = 0, LIM_PRIORITY_LOW = 1 };
 /* How a launch waits for its turn or its pace (GPUWARDEN_GATE_WAIT): asleep, or runnable and
  * yielding the CPU, which keeps the launching thread a whole task to the kernel's scheduler on a
- * node whose cores are all busy (docs/compute.md, known limits). */
-enum lim_wait { LIM_WAIT_SLEEP = 0, LIM_WAIT_YIELD = 1 };
+ * node whose cores are all busy (docs/compute.md, known limits); `auto` (the default) yields
+ * while the container's CPU pressure says its tasks wait for a CPU, and sleeps otherwise. */
+enum lim_wait { LIM_WAIT_SLEEP = 0, LIM_WAIT_YIELD = 1, LIM_WAIT_AUTO = 2 };
+
+/* `auto`: yield from LIM_WAIT_YIELD_FROM of the last 10 s with some task of the container waiting
+ * for a CPU (PSI's "some avg10", in hundredths of a percent), sleep again below
+ * LIM_WAIT_SLEEP_BELOW (H200, 16 cores: 16 processes spinning beside two paced containers cost
+ * them a third of their GPU time; 8 cost nothing). */
+#define LIM_WAIT_YIELD_FROM  2000u /* 20 % */
+#define LIM_WAIT_SLEEP_BELOW 500u  /* 5 % */
+uint32_t lim_wait_choose(uint32_t now_yielding, uint32_t some_avg10_x100); /* LIM_WAIT_SLEEP|YIELD */
+/* The "some avg10" of a PSI file's text ("some avg10=12.34 avg60=..."), in hundredths of a
+ * percent: 0 and *x100 set, or -1 when the text is not that. */
+int lim_parse_psi_some_avg10(const char *text, uint32_t *x100);
 
 /* The agent's override fields (vgpu_compute.h): zero means "no override". */
 #define LIM_AGENT_UNLIMITED 101u /* agent_limit_pct value: explicitly not limited */
@@ -308,6 +320,6 @@ uint64_t lim_low_queue_wait(uint64_t queued_ns, uint64_t cost_ns, uint64_t bound
 int lim_parse_pct(const char *s, uint32_t *out);      /* "0".."100", optional trailing '%' */
 int lim_parse_policy(const char *s, uint32_t *out);   /* default | force | disable */
 int lim_parse_priority(const char *s, uint32_t *out); /* 0 | 1 */
-int lim_parse_wait(const char *s, uint32_t *out);     /* sleep | yield (enum lim_wait) */
+int lim_parse_wait(const char *s, uint32_t *out);     /* sleep | yield | auto (lim_wait) */
 
 #endif

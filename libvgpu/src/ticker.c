@@ -12,6 +12,7 @@
 #include "log.h"
 #include "measure.h"
 #include "node.h"
+#include "pressure.h"
 #include "real.h"
 #include "vgpu_compute.h"
 
@@ -271,6 +272,7 @@ static void *ticker_main(void *arg)
         if (now > next + 10 * TICK_NS) /* stopped (SIGSTOP, suspend): do not catch up */
             next = now;
         vgpu_tick(now);
+        vgpu_pressure_tick(now);
     }
     return NULL;
 }

@@ -12,7 +12,8 @@
  *       PROCS launchers sharing one pacer word round-robin; prints the total busy share.
  *   limiter_driver decide
  *       prints the verdict for every combination of the inputs of lim_decide.
- *   limiter_driver parse pct|policy|priority|wait VALUE
+ *   limiter_driver parse pct|policy|priority|wait|psi VALUE   (psi: some avg10, x100)
+ *   limiter_driver waitchoose YIELDING SOME_AVG10_X100   (prints lim_wait_choose)
  *   limiter_driver lowest V1 [V2 ...]
  *   limiter_driver cost [sat=MHZ] SAMPLE[@MHZ]...
  *       one key; after each sample (ns, run at clock MHZ, default unknown) prints the estimate
@@ -158,6 +159,8 @@ static int cmd_parse(char **a)
         rc = lim_parse_priority(a[1], &v);
     else if (strcmp(a[0], "wait") == 0)
         rc = lim_parse_wait(a[1], &v);
+    else if (strcmp(a[0], "psi") == 0)
+        rc = lim_parse_psi_some_avg10(a[1], &v);
     else
         return 2;
     if (rc != 0)
@@ -246,6 +249,10 @@ int main(int argc, char **argv)
         return cmd_decide();
     if (argc == 4 && strcmp(argv[1], "parse") == 0)
         return cmd_parse(argv + 2);
+    if (argc == 4 && strcmp(argv[1], "waitchoose") == 0) {
+        printf("%u\n", lim_wait_choose((uint32_t)arg_u64(argv[2]), (uint32_t)arg_u64(argv[3])));
+        return 0;
+    }
     if (argc >= 3 && strcmp(argv[1], "lowest") == 0) {
         uint64_t v[LIM_COST_SAMPLES];
         uint32_t n = 0;

@@ -18,6 +18,7 @@ import pytest
         ("priority", "high", "malformed"), ("priority", "01", "malformed"),
         ("priority", "", "malformed"),
         ("wait", "sleep", "0"), ("wait", "yield", "1"), ("wait", "Yield", "1"),
+        ("wait", "auto", "2"),
         ("wait", "spin", "malformed"), ("wait", "", "malformed"), ("wait", "yield ", "malformed"),
     ],
 )

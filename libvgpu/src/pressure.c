@@ -1,0 +1,85 @@
+/* The CPU pressure edge: which PSI file tells how long the container's tasks waited for a CPU,
+ * and reading it.  The decision is lim_wait_choose (limiter.c). */
+#include "pressure.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "compute_state.h"
+#include "limiter.h"
+#include "log.h"
+
+#define PRESSURE_EVERY_NS 1000000000ull /* PSI's shortest average is over 10 s */
+
+static char g_path[512];
+static int g_resolved;
+static uint64_t g_next_ns;
+
+/* Reads a whole small file into buf (NUL-terminated); its length, or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n;
+
+    if (fd < 0)
+        return -1;
+    n = read(fd, buf, size - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    buf[n] = '\0';
+    return n;
+}
+
+/* GPUWARDEN_CPU_PRESSURE if set; else the cgroup v2 group's cpu.pressure (the container's own,
+ * in its cgroup namespace); else the node's /proc/pressure/cpu. */
+static void resolve(void)
+{
+    const char *env = getenv("GPUWARDEN_CPU_PRESSURE");
+    char cg[512], probe[64];
+
+    g_resolved = 1;
+    if (env != NULL && env[0] != '\0') {
+        snprintf(g_path, sizeof g_path, "%s", env);
+        return;
+    }
+    if (read_small("/proc/self/cgroup", cg, sizeof cg) > 0) {
+        char *line = strstr(cg, "0::"); /* the unified hierarchy's line */
+        if (line != NULL && (line == cg || line[-1] == '\n')) {
+            char *end = strchr(line, '\n');
+            if (end != NULL)
+                *end = '\0';
+            snprintf(g_path, sizeof g_path, "/sys/fs/cgroup%s%scpu.pressure", line + 3,
+                     strcmp(line + 3, "/") == 0 ? "" : "/");
+            if (read_small(g_path, probe, sizeof probe) > 0)
+                return;
+        }
+    }
+    snprintf(g_path, sizeof g_path, "/proc/pressure/cpu");
+}
+
+void vgpu_pressure_tick(uint64_t now)
+{
+    char text[256];
+    uint32_t x100 = 0;
+
+    if (vgpu_cs.gate_wait_cfg != LIM_WAIT_AUTO || now < g_next_ns)
+        return;
+    g_next_ns = now + PRESSURE_EVERY_NS;
+    if (!g_resolved)
+        resolve();
+    if (read_small(g_path, text, sizeof text) <= 0 ||
+        lim_parse_psi_some_avg10(text, &x100) != 0) {
+        static int told;
+        if (!told) {
+            told = 1;
+            vgpu_log(VGPU_LOG_INFO, "compute: no CPU pressure from %s; gate waits sleep", g_path);
+        }
+        ST(&vgpu_cs.gate_wait, LIM_WAIT_SLEEP);
+        return;
+    }
+    ST(&vgpu_cs.gate_wait, lim_wait_choose(LD(&vgpu_cs.gate_wait), x100));
+}

@@ -1,0 +1,74 @@
+"""GPUWARDEN_GATE_WAIT=auto (the default): the gate's waits yield the CPU while the container's
+CPU pressure (Linux PSI, "some avg10") says its tasks waited for a CPU 20 % of the time or more,
+and sleep again under 5 % (lim_wait_choose, pressure.c; docs/compute.md, known limits: on a node
+whose cores are all busy a sleeping launcher loses GPU time).  The pressure file is the
+container's cgroup's, else the node's; GPUWARDEN_CPU_PRESSURE names another (here, a file the
+test writes)."""
+
+from __future__ import annotations
+
+import resource
+
+import pytest
+
+SLEEP, YIELD = 0, 1
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("some avg10=12.34 avg60=1.00 avg300=0.00 total=99", "1234"),
+        ("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00", "0"),
+        ("some avg10=100.00 avg60=1.00", "10000"),
+        ("some avg10=100.01 avg60=1.00", "malformed"),
+        ("full avg10=12.34 avg60=1.00", "malformed"),
+        ("some avg10=12.3 avg60=1.00", "malformed"),
+        ("some avg10=.50 avg60=1.00", "malformed"),
+        ("some avg10=12.345 avg60=1.00", "malformed"),
+        ("", "malformed"),
+    ],
+)
+def test_the_some_avg10_of_a_pressure_file_is_read_or_refused(limiter_driver, text: str,
+                                                             want: str) -> None:
+    assert limiter_driver.run("parse", "psi", text).strip() == want
+
+
+@pytest.mark.parametrize(
+    ("now", "x100", "want"),
+    [
+        (SLEEP, 0, SLEEP), (SLEEP, 1999, SLEEP), (SLEEP, 2000, YIELD), (SLEEP, 9000, YIELD),
+        # between 5 % and 20 % the way it waits now holds (no flapping on a pressure near one)
+        (YIELD, 1999, YIELD), (YIELD, 500, YIELD), (YIELD, 499, SLEEP), (SLEEP, 1000, SLEEP),
+    ],
+)
+def test_waits_yield_from_20pct_pressure_and_sleep_again_under_5(limiter_driver, now: int,
+                                                                 x100: int, want: int) -> None:
+    assert int(limiter_driver.run("waitchoose", now, x100)) == want
+
+
+def children_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+@pytest.mark.slow
+def test_a_paced_loop_waits_runnable_only_under_cpu_pressure(loop, sim_gpu, tmp_path) -> None:
+    pressure = tmp_path / "cpu.pressure"
+    cpu, shares = {}, {}
+    for name, some in (("calm", "0.40"), ("pressed", "35.00"), ("unreadable", None)):
+        if some is not None:
+            pressure.write_text(f"some avg10={some} avg60={some} avg300={some} total=1\n"
+                                "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+        path = pressure if some is not None else tmp_path / "absent"
+        before = children_cpu_s()
+        r = loop.run(sim_gpu.env, "kernel", 1000, 2.0, CUDA_DEVICE_SM_LIMIT="30",
+                     GPU_CORE_UTILIZATION_POLICY="force", GPUWARDEN_GATE_WAIT="auto",
+                     GPUWARDEN_CPU_PRESSURE=str(path))
+        cpu[name], shares[name] = (children_cpu_s() - before) / 2.0, float(r["share"])
+    facts = {"cpu share of wall": cpu, "gpu shares": shares}
+    print(facts)
+    for share in shares.values():
+        assert share == pytest.approx(0.30, abs=0.05), facts
+    # asleep, 300 launches a second cost little CPU; runnable while waiting ~70 % of the time,
+    # most of a core (less where the machine is busy: yielding gives it to others)
+    assert cpu["calm"] < 0.1 and cpu["unreadable"] < 0.1 and cpu["pressed"] > 0.2, facts
