@@ -263,8 +263,9 @@ enum lim_policy { LIM_POLICY_DEFAULT = 0, LIM_POLICY_FORCE = 1, LIM_POLICY_DISAB
 enum lim_priority { LIM_PRIORITY_HIGH = 0, LIM_PRIORITY_LOW = 1 };
 /* How a launch waits for its turn or its pace (GPUWARDEN_GATE_WAIT): asleep, or runnable and
  * yielding the CPU, which keeps the launching thread a whole task to the kernel's scheduler on a
- * node whose cores are all busy (docs/compute.md, known limits); `auto` (the default) yields
- * while the container's CPU pressure says its tasks wait for a CPU, and sleeps otherwise. */
+ * node whose cores are all busy (docs/compute.md, known limits); `auto` yields while the
+ * container's CPU pressure says its tasks wait for a CPU, and sleeps otherwise.  `sleep` is the
+ * default: `auto` was not measured on a GPU host. */
 enum lim_wait { LIM_WAIT_SLEEP = 0, LIM_WAIT_YIELD = 1, LIM_WAIT_AUTO = 2 };
 
 /* `auto`: yield from LIM_WAIT_YIELD_FROM of the last 10 s with some task of the container waiting

@@ -67,8 +67,8 @@ class Loop:
             env.pop(name, None)
         env["LD_PRELOAD"] = str(shim_path())
         env["GPUWARDEN_NODE_REGION"] = str(self.node_region)
-        # waits asleep unless a test says otherwise: `auto` (the default) follows this machine's
-        # CPU pressure, which a test cannot hold still (test_gate_wait_follows_cpu_pressure.py)
+        # waits asleep (the default) unless a test says otherwise: `auto` would follow this
+        # machine's CPU pressure, which a test cannot hold still
         env["GPUWARDEN_GATE_WAIT"] = "sleep"
         env.update(extra)
         return env

@@ -1,4 +1,4 @@
-"""GPUWARDEN_GATE_WAIT=auto (the default): the gate's waits yield the CPU while the container's
+"""GPUWARDEN_GATE_WAIT=auto: the gate's waits yield the CPU while the container's
 CPU pressure (Linux PSI, "some avg10") says its tasks waited for a CPU 20 % of the time or more,
 and sleep again under 5 % (lim_wait_choose, pressure.c; docs/compute.md, known limits: on a node
 whose cores are all busy a sleeping launcher loses GPU time).  The pressure file is the
