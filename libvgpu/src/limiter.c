@@ -460,34 +460,30 @@ int lim_parse_pct(const char *s, uint32_t *out)
     return 0;
 }
 
+/* The index in `words` (of enum values 0..n-1) of `s`, any case, into *out; -1 if none. */
+static int parse_word(const char *s, const char *const *words, uint32_t n, uint32_t *out)
+{
+    for (uint32_t i = 0; s != NULL && i < n; i++)
+        if (strcasecmp(s, words[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    return -1;
+}
+
 int lim_parse_policy(const char *s, uint32_t *out)
 {
-    if (s == NULL)
-        return -1;
-    if (strcasecmp(s, "default") == 0)
-        *out = LIM_POLICY_DEFAULT;
-    else if (strcasecmp(s, "force") == 0)
-        *out = LIM_POLICY_FORCE;
-    else if (strcasecmp(s, "disable") == 0)
-        *out = LIM_POLICY_DISABLE;
-    else
-        return -1;
-    return 0;
+    static const char *const words[] = {[LIM_POLICY_DEFAULT] = "default",
+                                        [LIM_POLICY_FORCE] = "force",
+                                        [LIM_POLICY_DISABLE] = "disable"};
+    return parse_word(s, words, sizeof words / sizeof words[0], out);
 }
 
 int lim_parse_wait(const char *s, uint32_t *out)
 {
-    if (s == NULL)
-        return -1;
-    if (strcasecmp(s, "sleep") == 0)
-        *out = LIM_WAIT_SLEEP;
-    else if (strcasecmp(s, "yield") == 0)
-        *out = LIM_WAIT_YIELD;
-    else if (strcasecmp(s, "auto") == 0)
-        *out = LIM_WAIT_AUTO;
-    else
-        return -1;
-    return 0;
+    static const char *const words[] = {
+        [LIM_WAIT_SLEEP] = "sleep", [LIM_WAIT_YIELD] = "yield", [LIM_WAIT_AUTO] = "auto"};
+    return parse_word(s, words, sizeof words / sizeof words[0], out);
 }
 
 uint32_t lim_wait_choose(uint32_t now_yielding, uint32_t some_avg10_x100)
