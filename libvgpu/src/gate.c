@@ -116,13 +116,12 @@ static uint64_t add_waited(struct vgpu_cdev *c, uint64_t from)
     return w;
 }
 
-/* Waits for this container's turn (limiter.h) to launch `cost` ns of estimated work; returns
- * the time after the wait.  Gives up when the turns, the limit or the yield verdict change. */
-/* A wait for a turn or a pace: asleep, or runnable and yielding the CPU (GPUWARDEN_GATE_WAIT=yield,
- * or `auto` while the container's CPU pressure is high: pressure.c).  A thread that sleeps between bursts looks light to the kernel's scheduler, which on
- * a node with every core busy puts it on a shared core, where it then launches in turns with
- * the other task while the GPU drains (H200, 16 cores spinning: 70 % paced alone got 61.8 %,
- * 73.5 % yielding).  Yielding costs the CPU the wait would have left idle. */
+/* A wait for a turn or a pace: asleep, or runnable and yielding the CPU (GPUWARDEN_GATE_WAIT
+ * =yield, or =auto while the container's CPU pressure is high: pressure.c).  A thread that
+ * sleeps between bursts looks light to the kernel's scheduler, which on a node with every core
+ * busy puts it on a shared core, where it then launches in turns with the other task while the
+ * GPU drains (H200, 16 cores spinning: 70 % paced alone got 61.8 %, 73.5 % yielding).  Yielding
+ * costs the CPU the wait would have left idle. */
 static void gate_wait_until(uint64_t t)
 {
     if (LD(&vgpu_cs.gate_wait) != LIM_WAIT_YIELD) {
@@ -133,6 +132,8 @@ static void gate_wait_until(uint64_t t)
         sched_yield();
 }
 
+/* Waits for this container's turn (limiter.h) to launch `cost` ns of estimated work; returns
+ * the time after the wait.  Gives up when the turns, the limit or the yield verdict change. */
 static uint64_t wait_turn(struct vgpu_cdev *c, uint64_t cost, uint64_t from)
 {
     uint64_t now = from;

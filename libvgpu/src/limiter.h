@@ -274,7 +274,8 @@ enum lim_wait { LIM_WAIT_SLEEP = 0, LIM_WAIT_YIELD = 1, LIM_WAIT_AUTO = 2 };
  * them a third of their GPU time; 8 cost nothing). */
 #define LIM_WAIT_YIELD_FROM  2000u /* 20 % */
 #define LIM_WAIT_SLEEP_BELOW 500u  /* 5 % */
-uint32_t lim_wait_choose(uint32_t now_yielding, uint32_t some_avg10_x100); /* LIM_WAIT_SLEEP|YIELD */
+/* LIM_WAIT_SLEEP or LIM_WAIT_YIELD, from the way it waits now and the pressure. */
+uint32_t lim_wait_choose(uint32_t now_yielding, uint32_t some_avg10_x100);
 /* The "some avg10" of a PSI file's text ("some avg10=12.34 avg60=..."), in hundredths of a
  * percent: 0 and *x100 set, or -1 when the text is not that. */
 int lim_parse_psi_some_avg10(const char *text, uint32_t *x100);

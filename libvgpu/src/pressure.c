@@ -39,7 +39,7 @@ static ssize_t read_small(const char *path, char *buf, size_t size)
 static void resolve(void)
 {
     const char *env = getenv("GPUWARDEN_CPU_PRESSURE");
-    char cg[512], probe[64];
+    char cg[4096], probe[64];
 
     g_resolved = 1;
     if (env != NULL && env[0] != '\0') {
