@@ -495,6 +495,23 @@ uint32_t lim_wait_choose(uint32_t now_yielding, uint32_t some_avg10_x100)
     return now_yielding == LIM_WAIT_YIELD ? LIM_WAIT_YIELD : LIM_WAIT_SLEEP;
 }
 
+int lim_cgroup2_path(const char *text, char *out, size_t size)
+{
+    for (const char *line = text; line != NULL && *line != '\0';) {
+        const char *end = strchr(line, '\n');
+        size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
+        if (len >= 4 && strncmp(line, "0::/", 4) == 0) {
+            if (len - 3 >= size)
+                return -1;
+            memcpy(out, line + 3, len - 3);
+            out[len - 3] = '\0';
+            return 0;
+        }
+        line = end != NULL ? end + 1 : NULL;
+    }
+    return -1;
+}
+
 int lim_parse_psi_some_avg10(const char *text, uint32_t *x100)
 {
     static const char head[] = "some avg10=";

@@ -279,6 +279,9 @@ uint32_t lim_wait_choose(uint32_t now_yielding, uint32_t some_avg10_x100);
 /* The "some avg10" of a PSI file's text ("some avg10=12.34 avg60=..."), in hundredths of a
  * percent: 0 and *x100 set, or -1 when the text is not that. */
 int lim_parse_psi_some_avg10(const char *text, uint32_t *x100);
+/* The unified (cgroup v2) group of a /proc/<pid>/cgroup text: the path of its "0::" line into
+ * out (size bytes), 0; -1 when it has none or the path does not fit. */
+int lim_cgroup2_path(const char *text, char *out, size_t size);
 
 /* The agent's override fields (vgpu_compute.h): zero means "no override". */
 #define LIM_AGENT_UNLIMITED 101u /* agent_limit_pct value: explicitly not limited */

@@ -39,24 +39,19 @@ static ssize_t read_small(const char *path, char *buf, size_t size)
 static void resolve(void)
 {
     const char *env = getenv("GPUWARDEN_CPU_PRESSURE");
-    char cg[4096], probe[64];
+    char cg[4096], group[400], probe[64];
 
     g_resolved = 1;
     if (env != NULL && env[0] != '\0') {
         snprintf(g_path, sizeof g_path, "%s", env);
         return;
     }
-    if (read_small("/proc/self/cgroup", cg, sizeof cg) > 0) {
-        char *line = strstr(cg, "0::"); /* the unified hierarchy's line */
-        if (line != NULL && (line == cg || line[-1] == '\n')) {
-            char *end = strchr(line, '\n');
-            if (end != NULL)
-                *end = '\0';
-            snprintf(g_path, sizeof g_path, "/sys/fs/cgroup%s%scpu.pressure", line + 3,
-                     strcmp(line + 3, "/") == 0 ? "" : "/");
-            if (read_small(g_path, probe, sizeof probe) > 0)
-                return;
-        }
+    if (read_small("/proc/self/cgroup", cg, sizeof cg) > 0 &&
+        lim_cgroup2_path(cg, group, sizeof group) == 0) {
+        snprintf(g_path, sizeof g_path, "/sys/fs/cgroup%s%scpu.pressure", group,
+                 strcmp(group, "/") == 0 ? "" : "/");
+        if (read_small(g_path, probe, sizeof probe) > 0)
+            return;
     }
     snprintf(g_path, sizeof g_path, "/proc/pressure/cpu");
 }

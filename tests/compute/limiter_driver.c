@@ -14,6 +14,7 @@
  *       prints the verdict for every combination of the inputs of lim_decide.
  *   limiter_driver parse pct|policy|priority|wait|psi VALUE   (psi: some avg10, x100)
  *   limiter_driver waitchoose YIELDING SOME_AVG10_X100   (prints lim_wait_choose)
+ *   limiter_driver cgroup2 TEXT   (prints lim_cgroup2_path, or "none")
  *   limiter_driver lowest V1 [V2 ...]
  *   limiter_driver cost [sat=MHZ] SAMPLE[@MHZ]...
  *       one key; after each sample (ns, run at clock MHZ, default unknown) prints the estimate
@@ -249,6 +250,11 @@ int main(int argc, char **argv)
         return cmd_decide();
     if (argc == 4 && strcmp(argv[1], "parse") == 0)
         return cmd_parse(argv + 2);
+    if (argc == 3 && strcmp(argv[1], "cgroup2") == 0) {
+        char path[64];
+        printf("%s\n", lim_cgroup2_path(argv[2], path, sizeof path) == 0 ? path : "none");
+        return 0;
+    }
     if (argc == 4 && strcmp(argv[1], "waitchoose") == 0) {
         printf("%u\n", lim_wait_choose((uint32_t)arg_u64(argv[2]), (uint32_t)arg_u64(argv[3])));
         return 0;

@@ -46,6 +46,24 @@ def test_waits_yield_from_20pct_pressure_and_sleep_again_under_5(limiter_driver,
     assert int(limiter_driver.run("waitchoose", now, x100)) == want
 
 
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("0::/kubepods.slice/pod-1.slice/cri-containerd-2.scope\n",
+         "/kubepods.slice/pod-1.slice/cri-containerd-2.scope"),
+        ("0::/\n", "/"),  # a container's own namespace: its group is the root
+        ("12:cpu,cpuacct:/x\n1:name=systemd:/\n0::/user.slice\n", "/user.slice"),
+        ("12:cpu,cpuacct:/x\n1:name=systemd:/\n", "none"),  # cgroup v1 only
+        ("10::/not-unified\n", "none"),
+        ("0::/" + "a" * 80 + "\n", "none"),  # longer than the driver's 64-byte buffer
+        ("", "none"),
+    ],
+)
+def test_the_container_s_own_group_is_found_in_its_cgroup_file(limiter_driver, text: str,
+                                                                want: str) -> None:
+    assert limiter_driver.run("cgroup2", text).strip() == want
+
+
 def children_cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
