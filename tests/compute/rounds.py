@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 ROUNDS = 3  # runs of a multi-process scenario whose measures are judged by their medians
 
@@ -13,3 +16,23 @@ def medians(runs: list[dict[str, float]]) -> dict[str, float]:
     at 0.64 for 0.70 +- 0.05, one passing alone every time), which no limiter can make up; a
     fault of the limiter shows in most runs, and so in the median."""
     return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+
+
+def limit_shares(loop: Any, make_sim_gpu: Callable[[], Any], limits: tuple[int, ...], path: str,
+                 grid: int, seconds: float, *, tmp: Path | None = None,
+                 **env: str) -> list[dict[str, float]]:
+    """ROUNDS runs of one launch_loop per limit started together, each run's shares by limit.
+    With `tmp` they share one simulated GPU, each a container of its own (its region in `tmp`);
+    without, each has a GPU of its own.  Every run gets a fresh node region and GPUs."""
+    runs = []
+    for i in range(ROUNDS):
+        run, shared = loop.fresh(str(i)), make_sim_gpu().env if tmp is not None else None
+        procs = {}
+        for limit in limits:
+            extra = dict(env, CUDA_DEVICE_SM_LIMIT=str(limit))
+            if tmp is not None:
+                extra["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = str(tmp / f"{limit}-{i}.region")
+            gpu = shared if shared is not None else make_sim_gpu().env
+            procs[limit] = run.start(gpu, path, grid, seconds, **extra)
+        runs.append({str(limit): float(run.result(p)["share"]) for limit, p in procs.items()})
+    return runs

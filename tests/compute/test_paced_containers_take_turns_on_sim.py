@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from rounds import ROUNDS, medians
+from rounds import ROUNDS, limit_shares, medians
 from testbed import wait_for
 
 PERIOD_NS = 40_000_000
@@ -110,14 +110,6 @@ def test_long_kernels_get_their_share_through_a_longer_period(loop, make_sim_gpu
     # 3 ms kernels: a 12-ms window of the 40-ms period held 3 of them and wasted the rest
     # (22.5 % at 30); the period grows until a window holds LIM_TURN_KERNELS of the longest
     # kernels.  Three runs, judged by their medians (rounds.py)
-    runs = []
-    for i in range(ROUNDS):
-        run, gpu = loop.fresh(str(i)), make_sim_gpu().env
-        procs = {
-            limit: run.start(gpu, "kernel", 3000, 4.5, CUDA_DEVICE_SM_LIMIT=str(limit),
-                             CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"{limit}-{i}.region"))
-            for limit in (30, 70)
-        }
-        runs.append({str(limit): float(run.result(p)["share"]) for limit, p in procs.items()})
+    runs = limit_shares(loop, make_sim_gpu, (30, 70), "kernel", 3000, 4.5, tmp=tmp_path)
     for limit, share in medians(runs).items():
         assert share == pytest.approx(int(limit) / 100, abs=0.05), runs

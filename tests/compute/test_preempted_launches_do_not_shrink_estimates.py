@@ -11,22 +11,14 @@ is taken off.  Three runs, judged by the medians of their shares (rounds.py)."""
 from __future__ import annotations
 
 import pytest
-from rounds import ROUNDS, medians
+from rounds import limit_shares, medians
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stall", ["3:20", "3:10"])
 def test_share_holds_when_some_launches_return_late(loop, make_sim_gpu, stall: str) -> None:
-    runs = []
-    for i in range(ROUNDS):
-        run = loop.fresh(str(i))
-        procs = {
-            limit: run.start(make_sim_gpu().env, "kernel", 100, 2.5,
-                             CUDA_DEVICE_SM_LIMIT=str(limit), GPU_CORE_UTILIZATION_POLICY="force",
-                             GPUWARDEN_SIM_LAUNCH_STALL=stall)
-            for limit in (10, 30)
-        }
-        runs.append({str(limit): float(run.result(p)["share"]) for limit, p in procs.items()})
+    runs = limit_shares(loop, make_sim_gpu, (10, 30), "kernel", 100, 2.5,
+                        GPU_CORE_UTILIZATION_POLICY="force", GPUWARDEN_SIM_LAUNCH_STALL=stall)
     for limit, share in medians(runs).items():
         assert share == pytest.approx(int(limit) / 100, abs=0.05), runs
 

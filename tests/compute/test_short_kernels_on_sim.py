@@ -7,7 +7,7 @@ scaled back to the GPU's busy time instead of being held below a limit it never 
 from __future__ import annotations
 
 import pytest
-from rounds import ROUNDS, medians
+from rounds import limit_shares, medians
 
 from libvgpu.region import Region
 
@@ -19,16 +19,9 @@ REAL_CALLS = "2900,1100,150"  # H200, driver 580: launch, cuEventRecord, cuEvent
 def test_short_kernels_are_held_to_their_share(loop, make_sim_gpu, sync: str) -> None:
     # three runs, judged by the medians (rounds.py): ~60,000 launches a second at 30 % keep a
     # core busy, and one whole-suite CI run on a 2-core machine read 0.245
-    runs = []
-    for i in range(ROUNDS):
-        run = loop.fresh(str(i))
-        procs = {
-            limit: run.start(make_sim_gpu().env, "kernel", 5, 3.0,
-                             CUDA_DEVICE_SM_LIMIT=str(limit), GPU_CORE_UTILIZATION_POLICY="force",
-                             LAUNCH_LOOP_SYNC=sync, GPUWARDEN_SIM_CALL_NS=REAL_CALLS)
-            for limit in (10, 30)
-        }
-        runs.append({str(limit): float(run.result(p)["share"]) for limit, p in procs.items()})
+    runs = limit_shares(loop, make_sim_gpu, (10, 30), "kernel", 5, 3.0,
+                        GPU_CORE_UTILIZATION_POLICY="force", LAUNCH_LOOP_SYNC=sync,
+                        GPUWARDEN_SIM_CALL_NS=REAL_CALLS)
     for limit, share in medians(runs).items():
         assert share == pytest.approx(int(limit) / 100, abs=0.05), runs
 

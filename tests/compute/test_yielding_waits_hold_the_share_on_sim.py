@@ -9,7 +9,7 @@ from __future__ import annotations
 import resource
 
 import pytest
-from rounds import ROUNDS, medians
+from rounds import limit_shares, medians
 
 
 def children_cpu_s() -> float:
@@ -38,15 +38,8 @@ def test_a_yielding_wait_holds_the_limit_and_uses_the_cpu_a_sleep_leaves(loop, s
 @pytest.mark.slow
 def test_two_containers_waiting_by_yielding_take_their_turns_at_30_and_70(
         loop, make_sim_gpu, tmp_path) -> None:
-    runs = []
-    for i in range(ROUNDS):  # judged by the medians of three runs (rounds.py)
-        run, gpu = loop.fresh(str(i)), make_sim_gpu().env
-        procs = {
-            limit: run.start(gpu, "kernel", 500, 3.0, CUDA_DEVICE_SM_LIMIT=str(limit),
-                             GPUWARDEN_GATE_WAIT="yield",
-                             CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"{limit}-{i}.region"))
-            for limit in (30, 70)
-        }
-        runs.append({str(limit): float(run.result(p)["share"]) for limit, p in procs.items()})
+    # judged by the medians of three runs (rounds.py)
+    runs = limit_shares(loop, make_sim_gpu, (30, 70), "kernel", 500, 3.0, tmp=tmp_path,
+                        GPUWARDEN_GATE_WAIT="yield")
     for limit, share in medians(runs).items():
         assert share == pytest.approx(int(limit) / 100, abs=0.05), runs
