@@ -2,37 +2,20 @@
  * and reading it.  The decision is lim_wait_choose (limiter.c). */
 #include "pressure.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "compute_state.h"
 #include "limiter.h"
 #include "log.h"
+#include "region.h"
 
 #define PRESSURE_EVERY_NS 1000000000ull /* PSI's shortest average is over 10 s */
 
 static char g_path[512];
 static int g_resolved;
 static uint64_t g_next_ns;
-
-/* Reads a whole small file into buf (NUL-terminated); its length, or -1. */
-static ssize_t read_small(const char *path, char *buf, size_t size)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n;
-
-    if (fd < 0)
-        return -1;
-    n = read(fd, buf, size - 1);
-    close(fd);
-    if (n < 0)
-        return -1;
-    buf[n] = '\0';
-    return n;
-}
 
 /* GPUWARDEN_CPU_PRESSURE if set; else the cgroup v2 group's cpu.pressure (the container's own,
  * in its cgroup namespace); else the node's /proc/pressure/cpu. */
@@ -46,11 +29,11 @@ static void resolve(void)
         snprintf(g_path, sizeof g_path, "%s", env);
         return;
     }
-    if (read_small("/proc/self/cgroup", cg, sizeof cg) > 0 &&
+    if (vgpu_read_small("/proc/self/cgroup", cg, sizeof cg) > 0 &&
         lim_cgroup2_path(cg, group, sizeof group) == 0) {
         snprintf(g_path, sizeof g_path, "/sys/fs/cgroup%s%scpu.pressure", group,
                  strcmp(group, "/") == 0 ? "" : "/");
-        if (read_small(g_path, probe, sizeof probe) > 0)
+        if (vgpu_read_small(g_path, probe, sizeof probe) > 0)
             return;
     }
     snprintf(g_path, sizeof g_path, "/proc/pressure/cpu");
@@ -66,7 +49,7 @@ void vgpu_pressure_tick(uint64_t now)
     g_next_ns = now + PRESSURE_EVERY_NS;
     if (!g_resolved)
         resolve();
-    if (read_small(g_path, text, sizeof text) <= 0 ||
+    if (vgpu_read_small(g_path, text, sizeof text) <= 0 ||
         lim_parse_psi_some_avg10(text, &x100) != 0) {
         static int told;
         if (!told) {

@@ -200,19 +200,28 @@ int vgpu_region_add_device(struct vgpu_region_handle *h, const uint8_t uuid[16],
     return idx < 0 ? VGPU_REGION_TABLE_FULL : idx;
 }
 
+ssize_t vgpu_read_small(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n;
+
+    if (fd < 0)
+        return -1;
+    n = read(fd, buf, size - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    buf[n] = '\0';
+    return n;
+}
+
 /* State (field 3) and start time (field 22) of /proc/<pid>/stat: 0, or -1 when unreadable. */
 static int vgpu_proc_stat(uint32_t pid, char *state, uint64_t *start_time)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%u/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (vgpu_read_small(path, buf, sizeof buf) <= 0)
         return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
     char *p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
     if (p == NULL || p[1] != ' ' || p[2] == '\0')
         return -1;

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "vgpu_region.h"
 
@@ -45,6 +46,9 @@ int vgpu_region_add_device(struct vgpu_region_handle *h, const uint8_t uuid[16],
 /* Liveness of a slot's owner: 1 alive, 0 dead (exited, a zombie, or pid reused). */
 typedef int (*vgpu_alive_fn)(uint32_t pid, uint64_t start_time);
 int vgpu_proc_alive(uint32_t pid, uint64_t start_time);
+/* Reads a small file (a /proc or /sys one) whole into buf, NUL-terminated: its length, or -1
+ * when unreadable. */
+ssize_t vgpu_read_small(const char *path, char *buf, size_t size);
 /* Field 22 of /proc/<pid>/stat; 0 when unreadable. */
 uint64_t vgpu_proc_start_time(uint32_t pid);
 
