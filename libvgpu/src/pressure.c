@@ -15,6 +15,7 @@
 
 static char g_path[512];
 static int g_resolved;
+static int g_from_env; /* g_path is GPUWARDEN_CPU_PRESSURE's */
 static uint64_t g_next_ns;
 
 /* GPUWARDEN_CPU_PRESSURE if set; else the cgroup v2 group's cpu.pressure (the container's own,
@@ -27,6 +28,7 @@ static void resolve(void)
     g_resolved = 1;
     if (env != NULL && env[0] != '\0') {
         snprintf(g_path, sizeof g_path, "%s", env);
+        g_from_env = 1;
         return;
     }
     if (vgpu_read_small("/proc/self/cgroup", cg, sizeof cg) > 0 &&
@@ -52,10 +54,13 @@ void vgpu_pressure_tick(uint64_t now)
     if (vgpu_read_small(g_path, text, sizeof text) <= 0 ||
         lim_parse_psi_some_avg10(text, &x100) != 0) {
         static int told;
-        if (!told) {
-            told = 1;
+        if (!told && g_from_env)
+            vgpu_log(VGPU_LOG_ERROR, "GPUWARDEN_CPU_PRESSURE='%s' is not a readable CPU pressure "
+                     "file (valid: a Linux PSI file whose first line is 'some avg10=N.NN ...', "
+                     "such as /proc/pressure/cpu); gate waits sleep", g_path);
+        else if (!told)
             vgpu_log(VGPU_LOG_INFO, "compute: no CPU pressure from %s; gate waits sleep", g_path);
-        }
+        told = 1;
         ST(&vgpu_cs.gate_wait, LIM_WAIT_SLEEP);
         return;
     }

@@ -69,24 +69,40 @@ def children_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
+# each way of waiting: GPUWARDEN_GATE_WAIT, and for `auto` the pressure file's "some avg10"
+# (None: the named file does not exist)
+WAYS = {"sleep": ("sleep", "0.40"), "yield": ("yield", "0.40"), "auto calm": ("auto", "0.40"),
+        "auto pressed": ("auto", "35.00"), "auto unreadable": ("auto", None)}
+
+
 @pytest.mark.slow
-def test_a_paced_loop_waits_runnable_only_under_cpu_pressure(loop, sim_gpu, tmp_path) -> None:
-    pressure = tmp_path / "cpu.pressure"
-    cpu, shares = {}, {}
-    for name, some in (("calm", "0.40"), ("pressed", "35.00"), ("unreadable", None)):
+def test_waits_use_the_cpu_only_when_they_yield_and_auto_yields_only_under_pressure(
+        loop, sim_gpu, tmp_path) -> None:
+    cpu, shares, stderr = {}, {}, {}
+    for name, (wait, some) in WAYS.items():
+        pressure = tmp_path / f"{name.replace(' ', '-')}.pressure"
         if some is not None:
             pressure.write_text(f"some avg10={some} avg60={some} avg300={some} total=1\n"
                                 "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
-        path = pressure if some is not None else tmp_path / "absent"
         before = children_cpu_s()
         r = loop.run(sim_gpu.env, "kernel", 1000, 2.0, CUDA_DEVICE_SM_LIMIT="30",
-                     GPU_CORE_UTILIZATION_POLICY="force", GPUWARDEN_GATE_WAIT="auto",
-                     GPUWARDEN_CPU_PRESSURE=str(path))
+                     GPU_CORE_UTILIZATION_POLICY="force", GPUWARDEN_GATE_WAIT=wait,
+                     GPUWARDEN_CPU_PRESSURE=str(pressure))
         cpu[name], shares[name] = (children_cpu_s() - before) / 2.0, float(r["share"])
+        stderr[name] = str(r["stderr"])
     facts = {"cpu share of wall": cpu, "gpu shares": shares}
     print(facts)
     for share in shares.values():
         assert share == pytest.approx(0.30, abs=0.05), facts
     # asleep, 300 launches a second cost little CPU; runnable while waiting ~70 % of the time,
     # most of a core (less where the machine is busy: yielding gives it to others)
-    assert cpu["calm"] < 0.1 and cpu["unreadable"] < 0.1 and cpu["pressed"] > 0.2, facts
+    for name in ("sleep", "auto calm", "auto unreadable"):
+        assert cpu[name] < 0.1, facts
+    for name in ("yield", "auto pressed"):
+        assert cpu[name] > 0.2, facts
+    # a pressure file named but unusable is an error naming the variable (waits then sleep)
+    assert "GPUWARDEN_CPU_PRESSURE='" in stderr["auto unreadable"], stderr["auto unreadable"]
+    assert "is not a readable CPU pressure file (valid: a Linux PSI file" in \
+        stderr["auto unreadable"], stderr["auto unreadable"]
+    for name in ("sleep", "yield", "auto calm", "auto pressed"):
+        assert "GPUWARDEN_" not in stderr[name], (name, stderr[name])
