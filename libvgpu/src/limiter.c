@@ -523,7 +523,7 @@ int lim_parse_psi_some_avg10(const char *text, uint32_t *x100)
         return -1;
     for (p = text + sizeof head - 1; *p >= '0' && *p <= '9' && digits < 4; p++, digits++)
         whole = whole * 10u + (uint32_t)(*p - '0');
-    if (digits == 0 || whole > 100u || p[0] != '.' || p[1] < '0' || p[1] > '9' || p[2] < '0' ||
+    if (digits == 0 || p[0] != '.' || p[1] < '0' || p[1] > '9' || p[2] < '0' ||
         p[2] > '9' || (p[3] != ' ' && p[3] != '\n' && p[3] != '\0'))
         return -1;
     frac = (uint32_t)(p[1] - '0') * 10u + (uint32_t)(p[2] - '0');
