@@ -270,8 +270,9 @@ enum lim_wait { LIM_WAIT_SLEEP = 0, LIM_WAIT_YIELD = 1, LIM_WAIT_AUTO = 2 };
 
 /* `auto`: yield from LIM_WAIT_YIELD_FROM of the last 10 s with some task of the container waiting
  * for a CPU (PSI's "some avg10", in hundredths of a percent), sleep again below
- * LIM_WAIT_SLEEP_BELOW (H200, 16 cores: 16 processes spinning beside two paced containers cost
- * them a third of their GPU time; 8 cost nothing). */
+ * LIM_WAIT_SLEEP_BELOW (H200, 16 cores: 16 processes spinning beside two paced containers at
+ * 30 + 70 cost them over a quarter of their GPU time, 22.4 + 49.7 % of alone; 8 cost nothing).
+ * The thresholds are a first choice, not fitted: `auto` was not run on a GPU host. */
 #define LIM_WAIT_YIELD_FROM  2000u /* 20 % */
 #define LIM_WAIT_SLEEP_BELOW 500u  /* 5 % */
 /* LIM_WAIT_SLEEP or LIM_WAIT_YIELD, from the way it waits now and the pressure. */

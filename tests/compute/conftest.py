@@ -45,6 +45,7 @@ def limiter_driver(tmp_path_factory: pytest.TempPathFactory) -> Driver:
 
 # ---- the shim on the simulated GPU ----------------------------------------------------------
 
+
 class Loop:
     """tests/compute/progs/launch_loop.c, run with libvgpu preloaded on a simulated GPU."""
 
@@ -63,7 +64,7 @@ class Loop:
         env = dict(sim_env)
         for name in ("CUDA_DEVICE_SM_LIMIT", "GPU_CORE_UTILIZATION_POLICY", "CUDA_TASK_PRIORITY",
                      "CUDA_DEVICE_MEMORY_SHARED_CACHE", "LAUNCH_LOOP_TIMES", "LIBCUDA_LOG_LEVEL",
-                     "GPUWARDEN_GATE_WAIT"):
+                     "GPUWARDEN_CPU_PRESSURE"):
             env.pop(name, None)
         env["LD_PRELOAD"] = str(shim_path())
         env["GPUWARDEN_NODE_REGION"] = str(self.node_region)
