@@ -121,6 +121,7 @@ struct vgpu_cstate {
     uint32_t gate_wait_cfg; /* enum lim_wait, GPUWARDEN_GATE_WAIT (default sleep) */
     uint32_t gate_wait;     /* how the gate waits now: LIM_WAIT_SLEEP or _YIELD (atomic; the
                              * ticker's under auto, pressure.c) */
+    uint32_t waiter_tid;    /* under auto, the thread that waited in the gate last (atomic) */
     uint64_t container_id;
     struct vgpu_region_handle region;
     int have_region;

@@ -9,6 +9,7 @@
 #include "log.h"
 #include "measure.h"
 #include "node.h"
+#include "pressure.h"
 #include "ticker.h"
 #include "vgpu_compute.h"
 
@@ -117,13 +118,15 @@ static uint64_t add_waited(struct vgpu_cdev *c, uint64_t from)
 }
 
 /* A wait for a turn or a pace: asleep, or runnable and yielding the CPU (GPUWARDEN_GATE_WAIT
- * =yield, or =auto while the container's CPU pressure is high: pressure.c).  A thread that
+ * =yield, or =auto while the waiting thread itself waits for a CPU: pressure.c).  A thread that
  * sleeps between bursts looks light to the kernel's scheduler, which on a node with every core
  * busy puts it on a shared core, where it then launches in turns with the other task while the
  * GPU drains (H200, 16 cores spinning, 4096² matmuls: 70 % paced alone got 59.2-61.8 %
  * asleep, 67.0-73.5 % yielding).  Yielding costs the CPU the wait would have left idle. */
 static void gate_wait_until(uint64_t t)
 {
+    if (vgpu_cs.gate_wait_cfg == LIM_WAIT_AUTO)
+        vgpu_pressure_note_waiter();
     if (LD(&vgpu_cs.gate_wait) != LIM_WAIT_YIELD) {
         vgpu_cs_sleep_until(t);
         return;

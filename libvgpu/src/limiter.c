@@ -486,13 +486,66 @@ int lim_parse_wait(const char *s, uint32_t *out)
     return parse_word(s, words, sizeof words / sizeof words[0], out);
 }
 
-uint32_t lim_wait_choose(uint32_t now_yielding, uint32_t some_avg10_x100)
+uint32_t lim_wait_choose(uint32_t now_yielding, uint32_t cpu_wait_x100, int throttled)
 {
-    if (some_avg10_x100 >= LIM_WAIT_YIELD_FROM)
-        return LIM_WAIT_YIELD;
-    if (some_avg10_x100 < LIM_WAIT_SLEEP_BELOW)
+    if (throttled || cpu_wait_x100 < LIM_WAIT_SLEEP_BELOW)
         return LIM_WAIT_SLEEP;
+    if (cpu_wait_x100 >= LIM_WAIT_YIELD_FROM)
+        return LIM_WAIT_YIELD;
     return now_yielding == LIM_WAIT_YIELD ? LIM_WAIT_YIELD : LIM_WAIT_SLEEP;
+}
+
+uint32_t lim_cpu_wait_avg(uint32_t avg_x100, uint64_t delay_ns, uint64_t wall_ns)
+{
+    if (wall_ns == 0)
+        return avg_x100;
+    uint64_t sample = delay_ns >= wall_ns ? 10000u : delay_ns * 10000u / wall_ns;
+    int64_t avg = (int64_t)avg_x100;
+    avg += ((int64_t)sample - avg) / (int64_t)LIM_CPU_WAIT_WEIGHT;
+    return (uint32_t)avg;
+}
+
+/* The unsigned decimal at *p, moved past it: 0, or -1 when there is none or it overflows. */
+static int parse_u64(const char **p, uint64_t *v)
+{
+    const char *q = *p;
+    uint64_t x = 0;
+    if (*q < '0' || *q > '9')
+        return -1;
+    for (; *q >= '0' && *q <= '9'; q++) {
+        uint64_t d = (uint64_t)(*q - '0');
+        if (x > (UINT64_MAX - d) / 10u)
+            return -1;
+        x = x * 10u + d;
+    }
+    *v = x;
+    *p = q;
+    return 0;
+}
+
+int lim_parse_schedstat(const char *text, uint64_t *delay_ns)
+{
+    const char *p = text;
+    uint64_t run, delay, slices;
+    if (p == NULL || parse_u64(&p, &run) != 0 || *p++ != ' ' || parse_u64(&p, &delay) != 0 ||
+        *p++ != ' ' || parse_u64(&p, &slices) != 0 || (*p != '\n' && *p != '\0'))
+        return -1;
+    *delay_ns = delay;
+    return 0;
+}
+
+int lim_parse_nr_throttled(const char *text, uint64_t *n)
+{
+    static const char key[] = "nr_throttled ";
+    for (const char *line = text; line != NULL && *line != '\0';) {
+        const char *p = line + sizeof key - 1;
+        if (strncmp(line, key, sizeof key - 1) == 0 && parse_u64(&p, n) == 0 &&
+            (*p == '\n' || *p == '\0'))
+            return 0;
+        line = strchr(line, '\n');
+        line = line != NULL ? line + 1 : NULL;
+    }
+    return -1;
 }
 
 int lim_cgroup2_path(const char *text, char *out, size_t size)
@@ -510,27 +563,6 @@ int lim_cgroup2_path(const char *text, char *out, size_t size)
         line = end != NULL ? end + 1 : NULL;
     }
     return -1;
-}
-
-int lim_parse_psi_some_avg10(const char *text, uint32_t *x100)
-{
-    static const char head[] = "some avg10=";
-    uint32_t whole = 0, frac = 0;
-    const char *p;
-    int digits = 0;
-
-    if (text == NULL || strncmp(text, head, sizeof head - 1) != 0)
-        return -1;
-    for (p = text + sizeof head - 1; *p >= '0' && *p <= '9' && digits < 4; p++, digits++)
-        whole = whole * 10u + (uint32_t)(*p - '0');
-    if (digits == 0 || p[0] != '.' || p[1] < '0' || p[1] > '9' || p[2] < '0' ||
-        p[2] > '9' || (p[3] != ' ' && p[3] != '\n' && p[3] != '\0'))
-        return -1;
-    frac = (uint32_t)(p[1] - '0') * 10u + (uint32_t)(p[2] - '0');
-    if (whole * 100u + frac > 10000u)
-        return -1;
-    *x100 = whole * 100u + frac;
-    return 0;
 }
 
 int lim_parse_priority(const char *s, uint32_t *out)

@@ -264,22 +264,30 @@ enum lim_priority { LIM_PRIORITY_HIGH = 0, LIM_PRIORITY_LOW = 1 };
 /* How a launch waits for its turn or its pace (GPUWARDEN_GATE_WAIT): asleep, or runnable and
  * yielding the CPU, which keeps the launching thread a whole task to the kernel's scheduler on a
  * node whose cores are all busy (docs/compute.md, known limits); `auto` yields while the
- * container's CPU pressure says its tasks wait for a CPU, and sleeps otherwise.  `sleep` is the
- * default: `auto` was not measured on a GPU host. */
+ * launching thread itself waits for a CPU, and sleeps otherwise. */
 enum lim_wait { LIM_WAIT_SLEEP = 0, LIM_WAIT_YIELD = 1, LIM_WAIT_AUTO = 2 };
 
-/* `auto`: yield from LIM_WAIT_YIELD_FROM of the last 10 s with some task of the container waiting
- * for a CPU (PSI's "some avg10", in hundredths of a percent), sleep again below
- * LIM_WAIT_SLEEP_BELOW (H200, 16 cores: 16 processes spinning beside two paced containers at
- * 30 + 70 cost them over a quarter of their GPU time, 22.4 + 49.7 % of alone; 8 cost nothing).
- * The thresholds are a first choice, not fitted: `auto` was not run on a GPU host. */
-#define LIM_WAIT_YIELD_FROM  2000u /* 20 % */
-#define LIM_WAIT_SLEEP_BELOW 500u  /* 5 % */
-/* LIM_WAIT_SLEEP or LIM_WAIT_YIELD, from the way it waits now and the pressure. */
-uint32_t lim_wait_choose(uint32_t now_yielding, uint32_t some_avg10_x100);
-/* The "some avg10" of a PSI file's text ("some avg10=12.34 avg60=..."), in hundredths of a
- * percent: 0 and *x100 set, or -1 when the text is not that. */
-int lim_parse_psi_some_avg10(const char *text, uint32_t *x100);
+/* `auto` follows the share of wall time the thread that waits in the gate spent runnable but
+ * not running (its scheduler run delay, /proc/<pid>/task/<tid>/schedstat), in hundredths of a
+ * percent, averaged with weight 1/LIM_CPU_WAIT_WEIGHT per sample (a sample every 0.5 s: about
+ * 2 s to follow a change).  It yields from LIM_WAIT_YIELD_FROM and sleeps again below
+ * LIM_WAIT_SLEEP_BELOW.  H200, 16 cores, 4096² matmuls paced at 70 %: the launching thread
+ * waited 0.0 % of the time on a calm node and 19-50 % asleep with 16 processes spinning
+ * (while its GPU share fell to 57-62 %); yielding, 0-53 %, so it stays yielding while the load
+ * lasts.  A throttled CPU quota counts as run delay too, but yielding there would only burn
+ * the quota: while the container's cgroup was throttled recently it sleeps. */
+#define LIM_WAIT_YIELD_FROM  1000u /* 10 % */
+#define LIM_WAIT_SLEEP_BELOW 200u  /* 2 % */
+#define LIM_CPU_WAIT_WEIGHT  4u
+/* LIM_WAIT_SLEEP or LIM_WAIT_YIELD, from the way it waits now, the averaged run delay share
+ * and whether the container's CPU quota throttled it lately. */
+uint32_t lim_wait_choose(uint32_t now_yielding, uint32_t cpu_wait_x100, int throttled);
+/* The average after one sample: `delay_ns` of run delay over `wall_ns` (0: unchanged). */
+uint32_t lim_cpu_wait_avg(uint32_t avg_x100, uint64_t delay_ns, uint64_t wall_ns);
+/* A schedstat text ("RUN_NS DELAY_NS SLICES"): 0 and *delay_ns set, or -1 when it is not that. */
+int lim_parse_schedstat(const char *text, uint64_t *delay_ns);
+/* The nr_throttled of a cgroup v2 cpu.stat text: 0 and *n set, or -1 when it has none. */
+int lim_parse_nr_throttled(const char *text, uint64_t *n);
 /* The unified (cgroup v2) group of a /proc/<pid>/cgroup text: the path of its "0::" line into
  * out (size bytes), 0; -1 when it has none or the path does not fit. */
 int lim_cgroup2_path(const char *text, char *out, size_t size);

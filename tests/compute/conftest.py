@@ -64,12 +64,12 @@ class Loop:
         env = dict(sim_env)
         for name in ("CUDA_DEVICE_SM_LIMIT", "GPU_CORE_UTILIZATION_POLICY", "CUDA_TASK_PRIORITY",
                      "CUDA_DEVICE_MEMORY_SHARED_CACHE", "LAUNCH_LOOP_TIMES", "LIBCUDA_LOG_LEVEL",
-                     "GPUWARDEN_CPU_PRESSURE"):
+                     "GPUWARDEN_SIM_SYNC"):
             env.pop(name, None)
         env["LD_PRELOAD"] = str(shim_path())
         env["GPUWARDEN_NODE_REGION"] = str(self.node_region)
-        # waits asleep (the default) unless a test says otherwise: `auto` would follow this
-        # machine's CPU pressure, which a test cannot hold still
+        # waits asleep (the default) unless a test says otherwise: `auto` would follow how long
+        # the launching thread waits for this machine's CPUs, which a test cannot hold still
         env["GPUWARDEN_GATE_WAIT"] = "sleep"
         env.update(extra)
         return env

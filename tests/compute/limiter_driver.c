@@ -12,8 +12,11 @@
  *       PROCS launchers sharing one pacer word round-robin; prints the total busy share.
  *   limiter_driver decide
  *       prints the verdict for every combination of the inputs of lim_decide.
- *   limiter_driver parse pct|policy|priority|wait|psi VALUE   (psi: some avg10, x100)
- *   limiter_driver waitchoose YIELDING SOME_AVG10_X100   (prints lim_wait_choose)
+ *   limiter_driver parse pct|policy|priority|wait|schedstat|throttled VALUE
+ *       (schedstat: the run delay; throttled: a cpu.stat's nr_throttled)
+ *   limiter_driver waitchoose YIELDING CPU_WAIT_X100 THROTTLED   (prints lim_wait_choose)
+ *   limiter_driver cpuwait AVG_X100 DELAY_NS WALL_NS [DELAY_NS WALL_NS ...]
+ *       (prints lim_cpu_wait_avg after each sample)
  *   limiter_driver cgroup2 TEXT   (prints lim_cgroup2_path, or "none")
  *   limiter_driver lowest V1 [V2 ...]
  *   limiter_driver cost [sat=MHZ] SAMPLE[@MHZ]...
@@ -150,7 +153,8 @@ static int cmd_decide(void)
 static int cmd_parse(char **a)
 {
     uint32_t v = 0;
-    int rc;
+    uint64_t v64 = 0;
+    int rc, wide = 0; /* a 64-bit parser's */
 
     if (strcmp(a[0], "pct") == 0)
         rc = lim_parse_pct(a[1], &v);
@@ -160,12 +164,16 @@ static int cmd_parse(char **a)
         rc = lim_parse_priority(a[1], &v);
     else if (strcmp(a[0], "wait") == 0)
         rc = lim_parse_wait(a[1], &v);
-    else if (strcmp(a[0], "psi") == 0)
-        rc = lim_parse_psi_some_avg10(a[1], &v);
+    else if (strcmp(a[0], "schedstat") == 0)
+        rc = lim_parse_schedstat(a[1], &v64), wide = 1;
+    else if (strcmp(a[0], "throttled") == 0)
+        rc = lim_parse_nr_throttled(a[1], &v64), wide = 1;
     else
         return 2;
     if (rc != 0)
         printf("malformed\n");
+    else if (wide)
+        printf("%llu\n", (unsigned long long)v64);
     else
         printf("%u\n", v);
     return 0;
@@ -255,8 +263,17 @@ int main(int argc, char **argv)
         printf("%s\n", lim_cgroup2_path(argv[2], path, sizeof path) == 0 ? path : "none");
         return 0;
     }
-    if (argc == 4 && strcmp(argv[1], "waitchoose") == 0) {
-        printf("%u\n", lim_wait_choose((uint32_t)arg_u64(argv[2]), (uint32_t)arg_u64(argv[3])));
+    if (argc == 5 && strcmp(argv[1], "waitchoose") == 0) {
+        printf("%u\n", lim_wait_choose((uint32_t)arg_u64(argv[2]), (uint32_t)arg_u64(argv[3]),
+                                        (int)arg_u64(argv[4])));
+        return 0;
+    }
+    if (argc >= 5 && argc % 2 == 1 && strcmp(argv[1], "cpuwait") == 0) {
+        uint32_t avg = (uint32_t)arg_u64(argv[2]);
+        for (int i = 3; i + 1 < argc; i += 2) {
+            avg = lim_cpu_wait_avg(avg, arg_u64(argv[i]), arg_u64(argv[i + 1]));
+            printf("%u\n", avg);
+        }
         return 0;
     }
     if (argc >= 3 && strcmp(argv[1], "lowest") == 0) {

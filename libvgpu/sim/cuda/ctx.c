@@ -318,7 +318,7 @@ GWSIM_EXPORT CUresult cuCtxSynchronize(void)
     pthread_mutex_lock(&g_sim.lock);
     uint64_t until = ctx->last_end_ns;
     pthread_mutex_unlock(&g_sim.lock);
-    gwsim_sleep_until(until);
+    gwsim_sync_wait(until);
     pthread_mutex_lock(&g_sim.lock);
     gwsim_trim_pools(ctx->device);
     pthread_mutex_unlock(&g_sim.lock);

@@ -130,6 +130,9 @@ enum { GWSIM_CALL_LAUNCH, GWSIM_CALL_RECORD, GWSIM_CALL_QUERY };
 
 /* Spins the CPU cost GPUWARDEN_SIM_CALL_NS gives the call `which` (none by default). */
 void gwsim_call_cost(int which);
+/* Waits for the GPU until `mono_ns` in a synchronisation: asleep, or spinning where
+ * GPUWARDEN_SIM_SYNC=spin. */
+void gwsim_sync_wait(uint64_t mono_ns);
 
 struct gwsim_cuda {
     pthread_mutex_t lock;
@@ -140,6 +143,7 @@ struct gwsim_cuda {
     unsigned lazy_load_us; /* GPUWARDEN_SIM_LAZY_LOAD_US: a function's first launch loads it */
     unsigned lazy_loads;   /* functions loaded so far */
     uint64_t call_ns[3]; /* GPUWARDEN_SIM_CALL_NS: CPU cost of a launch, a record, a query */
+    int sync_spin;       /* GPUWARDEN_SIM_SYNC=spin: synchronisations spin */
     unsigned launches;
     uint64_t next_va;
     struct CUctx_st ctx[GWSIM_MAX_CTX]; /* [0, MAX_DEVICES): primary contexts */

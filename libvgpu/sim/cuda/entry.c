@@ -87,6 +87,33 @@ static void read_call_cost(void)
     g_sim.call_ns[GWSIM_CALL_QUERY] = q;
 }
 
+/* GPUWARDEN_SIM_SYNC=spin|sleep: how a synchronisation waits for the GPU.  CUDA's default
+ * schedule (cudaDeviceScheduleAuto) spins while a process has no more active contexts than
+ * logical CPUs, so a real launching thread is busy on its CPU until its work ends; the
+ * simulator sleeps unless told to spin. */
+static void read_sync(void)
+{
+    const char *v = getenv("GPUWARDEN_SIM_SYNC");
+    if (v == NULL || *v == '\0' || strcmp(v, "sleep") == 0)
+        return;
+    if (strcmp(v, "spin") == 0) {
+        g_sim.sync_spin = 1;
+        return;
+    }
+    gwsim_error("GPUWARDEN_SIM_SYNC=\"%s\" is not valid: use spin or sleep (how a "
+                "synchronisation waits for the GPU); sleeping", v);
+}
+
+void gwsim_sync_wait(uint64_t mono_ns)
+{
+    if (!g_sim.sync_spin) {
+        gwsim_sleep_until(mono_ns);
+        return;
+    }
+    while (gwsim_now_ns() < mono_ns)
+        ;
+}
+
 void gwsim_call_cost(int which)
 {
     uint64_t ns = g_sim.call_ns[which];
@@ -109,6 +136,7 @@ GWSIM_EXPORT CUresult cuInit(unsigned int Flags)
         read_launch_stall();
         read_call_cost();
         read_lazy_load();
+        read_sync();
         read_visible(gwsim_state());
         g_sim.initialized = 1;
     }

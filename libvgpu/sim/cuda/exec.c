@@ -35,7 +35,7 @@ static CUresult resolve_stream(CUstream s, struct CUstream_st **out)
 /* The end of everything queued on a stream, and pools trimmed as at any sync point. */
 static void sync_until(uint64_t until, int device)
 {
-    gwsim_sleep_until(until);
+    gwsim_sync_wait(until);
     pthread_mutex_lock(&g_sim.lock);
     gwsim_trim_pools(device);
     pthread_mutex_unlock(&g_sim.lock);
@@ -171,7 +171,7 @@ GWSIM_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
         return CUDA_ERROR_INVALID_HANDLE;
     if (hEvent->recorded) {
         struct CUctx_st *ctx = gwsim_current_ctx();
-        gwsim_sleep_until(hEvent->when_ns);
+        gwsim_sync_wait(hEvent->when_ns);
         if (gwsim_ctx_ok(ctx)) {
             pthread_mutex_lock(&g_sim.lock);
             gwsim_trim_pools(ctx->device);
