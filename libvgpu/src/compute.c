@@ -65,12 +65,12 @@ static void env_config(uint32_t *policy, uint32_t *priority)
                  "1 low); using 1 (low)", v);
         *priority = LIM_PRIORITY_LOW;
     }
-    vgpu_cs.gate_wait_cfg = LIM_WAIT_SLEEP;
+    vgpu_cs.gate_wait_cfg = LIM_WAIT_AUTO;
     v = getenv("GPUWARDEN_GATE_WAIT");
     if (v != NULL && lim_parse_wait(v, &vgpu_cs.gate_wait_cfg) != 0) {
         vgpu_log(VGPU_LOG_ERROR, "GPUWARDEN_GATE_WAIT='%s' is not a way to wait (valid: sleep, "
-                 "yield, auto); using sleep", v);
-        vgpu_cs.gate_wait_cfg = LIM_WAIT_SLEEP;
+                 "yield, auto); using auto", v);
+        vgpu_cs.gate_wait_cfg = LIM_WAIT_AUTO;
     }
     ST(&vgpu_cs.gate_wait, vgpu_cs.gate_wait_cfg == LIM_WAIT_YIELD ? LIM_WAIT_YIELD
                                                                  : LIM_WAIT_SLEEP);

@@ -118,7 +118,7 @@ struct vgpu_cstate {
     int ndev;
     uint32_t policy;
     uint32_t priority;
-    uint32_t gate_wait_cfg; /* enum lim_wait, GPUWARDEN_GATE_WAIT (default sleep) */
+    uint32_t gate_wait_cfg; /* enum lim_wait, GPUWARDEN_GATE_WAIT (default auto) */
     uint32_t gate_wait;     /* how the gate waits now: LIM_WAIT_SLEEP or _YIELD (atomic; the
                              * ticker's under auto, pressure.c) */
     uint32_t waiter_tid;    /* under auto, the thread that waited in the gate last (atomic) */

@@ -68,7 +68,7 @@ class Loop:
             env.pop(name, None)
         env["LD_PRELOAD"] = str(shim_path())
         env["GPUWARDEN_NODE_REGION"] = str(self.node_region)
-        # waits asleep (the default) unless a test says otherwise: `auto` would follow how long
+        # waits asleep unless a test says otherwise: `auto` (the default) would follow how long
         # the launching thread waits for this machine's CPUs, which a test cannot hold still
         env["GPUWARDEN_GATE_WAIT"] = "sleep"
         env.update(extra)

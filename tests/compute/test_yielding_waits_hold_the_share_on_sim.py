@@ -3,7 +3,7 @@ yields the CPU instead of sleeping, so that on a node whose cores are all busy t
 scheduler keeps treating the launching thread as a whole task (docs/compute.md, known limits:
 H200 with 16 cores spinning, 70 % paced alone 59.2-61.8 % asleep, 67.0-73.5 % yielding).  The
 shares are those of sleeping waits; what changes is that the waits use the CPU
-(test_gate_wait_follows_cpu_pressure.py measures that, for one container)."""
+(test_gate_wait_follows_the_launching_thread_s_cpu_wait.py measures that, for one container)."""
 
 from __future__ import annotations
 
