@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -74,11 +75,13 @@ class Loop:
         env.update(extra)
         return env
 
-    def start(self, sim_env: dict[str, str], path: str, grid: int, seconds: float,
-              **extra: str) -> subprocess.Popen[str]:
+    def start(self, sim_env: dict[str, str], path: str, grid: int, seconds: float, *,
+              prefix: Sequence[str] = (), **extra: str) -> subprocess.Popen[str]:
+        """`prefix`: a command the loop runs under (it gets the loop's command as arguments)."""
         return subprocess.Popen(
-            [str(self.exe), path, str(grid), str(seconds)], env=self.env(sim_env, **extra),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [*prefix, str(self.exe), path, str(grid), str(seconds)],
+            env=self.env(sim_env, **extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True,
         )
 
     @staticmethod
@@ -91,9 +94,9 @@ class Loop:
             fields[key] = float(value)
         return fields
 
-    def run(self, sim_env: dict[str, str], path: str, grid: int, seconds: float,
-            **extra: str) -> dict[str, float | str]:
-        return self.result(self.start(sim_env, path, grid, seconds, **extra))
+    def run(self, sim_env: dict[str, str], path: str, grid: int, seconds: float, *,
+            prefix: Sequence[str] = (), **extra: str) -> dict[str, float | str]:
+        return self.result(self.start(sim_env, path, grid, seconds, prefix=prefix, **extra))
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ import os
 import resource
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -160,3 +161,45 @@ def test_auto_yields_once_every_cpu_is_busy_and_the_launcher_waits_for_one(loop,
     # yielding, it still waits for a CPU whenever a spinner holds it: it stays yielding
     assert "gate waits sleep" not in err, err
     assert "GPUWARDEN_" not in err, err
+
+
+# Runs its arguments in a mount namespace of its own whose /sys/fs/cgroup is a tmpfs holding the
+# process's cgroup v2 group (GWTEST_GROUP) with a cpu.stat whose nr_throttled rises ten times a
+# second while they run: what a container sees whose CPU quota throttles it (this machine's
+# cgroups are v1, where no quota reaches a cgroup v2 cpu.stat).  The writer keeps none of the
+# loop's pipes open, and stops once the loop is gone.
+THROTTLED = r"""
+set -e
+mount -t tmpfs gwtest /sys/fs/cgroup
+mkdir -p "/sys/fs/cgroup$GWTEST_GROUP"
+f="/sys/fs/cgroup$GWTEST_GROUP/cpu.stat"
+stat() { printf 'usage_usec 1\nnr_periods %d\nnr_throttled %d\nthrottled_usec %d\n' $1 $1 $1; }
+stat 0 > "$f"
+(n=0; while kill -0 $$ 2>/dev/null; do n=$((n + 1)); stat $n > "$f.new"; mv "$f.new" "$f";
+ sleep 0.1; done) </dev/null >/dev/null 2>&1 &
+exec "$@"
+"""
+
+
+def own_cgroup2_group() -> str:
+    text = Path("/proc/self/cgroup").read_text()
+    for line in text.splitlines():
+        if line.startswith("0::"):
+            return line[3:]
+    raise AssertionError(f"no cgroup v2 line in /proc/self/cgroup:\n{text}")
+
+
+@pytest.mark.slow
+def test_auto_keeps_sleeping_while_the_container_s_cpu_quota_throttles_it(loop,
+                                                                          sim_gpu) -> None:
+    # the launcher waits for a CPU as in the test above, but the waits are throttled quota:
+    # yielding would only burn it
+    prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c", THROTTLED, "sh"]
+    with Spinners():
+        r = loop.run(sim_gpu.env, "kernel", 1000, 3.0, prefix=prefix,
+                     GWTEST_GROUP=own_cgroup2_group().rstrip("/"), CUDA_DEVICE_SM_LIMIT="70",
+                     GPU_CORE_UTILIZATION_POLICY="force", GPUWARDEN_GATE_WAIT="auto",
+                     GPUWARDEN_SIM_SYNC="spin", LAUNCH_LOOP_SYNC="4", LIBCUDA_LOG_LEVEL="3")
+    err = str(r["stderr"])
+    assert "but the container's CPU quota throttles it (/sys/fs/cgroup" in err, err
+    assert "gate waits yield" not in err, err
