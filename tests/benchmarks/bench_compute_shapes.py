@@ -45,7 +45,8 @@ sys.path.insert(0, str(HERE))
 from bench_compute import Gpu, _gpu_name  # noqa: E402
 
 LIMITS = (10, 30, 50, 70)
-SECTIONS = ("probe", "shapes", "cold", "trace", "shared", "sharedcold", "newcomer", "priority")
+SECTIONS = ("probe", "shapes", "cold", "trace", "shared", "sharedcold", "newcomer", "priority",
+            "gatewait")
 
 
 @dataclass(frozen=True)
@@ -579,15 +580,18 @@ def bench_trace(r: Runner, shapes: tuple[Shape, ...], limits: tuple[int, ...]) -
     return out
 
 
-def bench_shared(r: Runner) -> dict:
+def bench_shared(r: Runner, **extra: str) -> dict:
     """Two containers (4096² sync/4, default policy, low priority) at 30 and 70: both busy, then
-    the 30 one idles for a phase, then resumes.  Alone = the 70 one's rate when alone."""
+    the 30 one idles for a phase, then resumes.  Alone = the 70 one's rate when alone.  `extra`:
+    more environment for every container."""
     ph = r.phase_s
     shape = Shape("mm", 4096, sync=4)
-    alone = r.run(shape, f"0:{ph}", r.container())[0]["steps_per_s"]
+    alone = r.run(shape, f"0:{ph}", r.container(**extra))[0]["steps_per_s"]
     start = time.monotonic() + 15.0
-    pa = r.start(shape, f"-1:{ph},-2:{ph},-1:{ph}", r.container(CUDA_DEVICE_SM_LIMIT="30"), start)
-    pb = r.start(shape, f"-1:{ph},-1:{ph},-1:{ph}", r.container(CUDA_DEVICE_SM_LIMIT="70"), start)
+    pa = r.start(shape, f"-1:{ph},-2:{ph},-1:{ph}",
+                 r.container(CUDA_DEVICE_SM_LIMIT="30", **extra), start)
+    pb = r.start(shape, f"-1:{ph},-1:{ph},-1:{ph}",
+                 r.container(CUDA_DEVICE_SM_LIMIT="70", **extra), start)
     ra, rb = r.results(pa), r.results(pb)
     pct = [[round(100 * x["steps_per_s"] / alone, 1) for x in rs] for rs in (ra, rb)]
     return {
@@ -599,6 +603,32 @@ def bench_shared(r: Runner) -> dict:
                        "ok": abs(pct[0][2] - 30) <= 5 and abs(pct[1][2] - 70) <= 5},
         "raw": [ra, rb],
     }
+
+
+GATE_WAITS = ("sleep", "auto", "yield")
+
+
+def bench_gate_wait(r: Runner, rounds: int, out: list[dict] | None = None) -> list[dict]:
+    """Each way the gate waits (GPUWARDEN_GATE_WAIT), alternated `rounds` times under whatever
+    CPU load the run has (--cpu-load): a container of 4096² sync/4 paced alone at 70 (`force`),
+    its % of saturated throughput, and the 30 + 70 pair of bench_shared.  Alternating in one run
+    keeps the host's drift out of the comparison."""
+    out = [] if out is None else out
+    shape = Shape("mm", 4096, sync=4)
+    ref = saturated(r, shape.size, shape.streams)
+    for k in range(rounds):
+        for way in GATE_WAITS:
+            env = r.container(CUDA_DEVICE_SM_LIMIT="70", GPU_CORE_UTILIZATION_POLICY="force",
+                              GPUWARDEN_GATE_WAIT=way)
+            alone = r.run(shape, f"-1:{r.phase_s}", env)[0]
+            row = {"round": k, "wait": way,
+                   "alone_70_pct": round(100 * alone["steps_per_s"] / ref, 1),
+                   "shared": bench_shared(r, GPUWARDEN_GATE_WAIT=way)}
+            print(json.dumps({k2: v for k2, v in row.items() if k2 != "shared"}
+                             | {"shared": {k2: v for k2, v in row["shared"].items()
+                                           if k2 != "raw"}}), flush=True)
+            out.append(row)
+    return out
 
 
 SHARED_COLD = (Shape("mm", 4096, sync=4), Shape("mm", 8192, sync=1), Shape("mm", 16384, sync=1))
@@ -806,6 +836,16 @@ def markdown(res: dict) -> str:
                   f"{sh['both_busy']['30']} + {sh['both_busy']['70']}; 30 idle: 70 gets "
                   f"{sh['30_idle']['70']}; 30 resumed: {sh['30_resumed']['30']} + "
                   f"{sh['30_resumed']['70']}.", ""]
+    if res.get("gate_wait"):
+        lines += ["| round | gate waits | alone at 70 (force): % of saturated | 30 + 70 both busy, "
+                  "% of alone | 30 idle: 70 gets | 30 resumed |", "| --- | --- | --- | --- | --- "
+                  "| --- |"]
+        for g in res["gate_wait"]:
+            x = g["shared"]
+            lines.append(f"| {g['round']} | {g['wait']} | {g['alone_70_pct']} | "
+                         f"{x['both_busy']['30']} + {x['both_busy']['70']} | {x['30_idle']['70']} "
+                         f"| {x['30_resumed']['30']} + {x['30_resumed']['70']} |")
+        lines.append("")
     if res.get("newcomer"):
         lines += [f"A container at 70 (default policy) alone for {NEWCOMER_AFTER_S:g} s, never "
                   "synchronising, then one at 30 starts (synchronising after each matmul, paced "
@@ -882,6 +922,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma list of cold-start indexes (default all)")
     ap.add_argument("--shared-cold-rounds", type=int, default=2,
                     help="rounds per shape of the sharedcold section")
+    ap.add_argument("--gate-wait-rounds", type=int, default=2,
+                    help="rounds of the gatewait section (each runs every way once)")
     ap.add_argument("--cpu-load", type=int, default=0,
                     help="processes spinning on the CPU while the sections run (default none)")
     ap.add_argument("--cpu-load-nice", type=int, default=0,
@@ -911,6 +953,8 @@ def main(argv: list[str] | None = None) -> int:
                  "separated")
     if args.shared_cold_rounds < 1:
         ap.error(f"--shared-cold-rounds {args.shared_cold_rounds}: at least 1")
+    if args.gate_wait_rounds < 1:
+        ap.error(f"--gate-wait-rounds {args.gate_wait_rounds}: at least 1")
     if args.cpu_load < 0:
         ap.error(f"--cpu-load {args.cpu_load}: 0 or more processes")
     if not 0 <= args.cpu_load_nice <= 19:
@@ -956,6 +1000,8 @@ def main(argv: list[str] | None = None) -> int:
                                   out=res.setdefault("shared_cold", []))
             if "priority" in only:
                 res["priority"] = bench_priority(r)
+            if "gatewait" in only:
+                bench_gate_wait(r, args.gate_wait_rounds, out=res.setdefault("gate_wait", []))
     except SystemExit:
         res["cut"] = f"stopped (SIGTERM) after {time.monotonic() - t0:.0f} s: the rows below " \
                      "are those finished"
