@@ -121,8 +121,9 @@ static uint64_t add_waited(struct vgpu_cdev *c, uint64_t from)
  * =yield, or =auto while the waiting thread itself waits for a CPU: pressure.c).  A thread that
  * sleeps between bursts looks light to the kernel's scheduler, which on a node with every core
  * busy puts it on a shared core, where it then launches in turns with the other task while the
- * GPU drains (H200, 16 cores spinning, 4096² matmuls: 70 % paced alone got 59.2-61.8 %
- * asleep, 67.0-73.5 % yielding).  Yielding costs the CPU the wait would have left idle. */
+ * GPU drains (H200, 16 cores spinning, 4096² matmuls paced at 70 %: 57.3-64.2 % asleep over
+ * seven runs, 59.1-74.7 under `auto`, median 66.3 of five).  Yielding costs the CPU the wait
+ * would have left idle. */
 static void gate_wait_until(uint64_t t)
 {
     if (vgpu_cs.gate_wait_cfg == LIM_WAIT_AUTO)

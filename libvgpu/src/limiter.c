@@ -499,7 +499,8 @@ uint32_t lim_cpu_wait_avg(uint32_t avg_x100, uint64_t delay_ns, uint64_t wall_ns
 {
     if (wall_ns == 0)
         return avg_x100;
-    uint64_t sample = delay_ns >= wall_ns ? 10000u : delay_ns * 10000u / wall_ns;
+    uint64_t sample = delay_ns >= wall_ns ? 10000u
+                                          : (uint64_t)((double)delay_ns * 1e4 / (double)wall_ns);
     int64_t avg = (int64_t)avg_x100;
     avg += ((int64_t)sample - avg) / (int64_t)LIM_CPU_WAIT_WEIGHT;
     return (uint32_t)avg;
