@@ -21,4 +21,8 @@
 /* 0 and *out set, or -1 (malformed, or more than 2^64-1 bytes). */
 int vgpu_parse_size(const char *text, unsigned bare_shift, uint64_t *out);
 
+/* The unsigned decimal at *text (digits only), *text moved past it: 0, or -1 when there is no
+ * digit there or the number does not fit in 64 bits. */
+int vgpu_parse_u64(const char **text, uint64_t *out);
+
 #endif /* VGPU_SIZE_H */

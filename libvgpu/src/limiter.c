@@ -5,6 +5,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "vgpu_size.h"
+
 /* ---- pacer ------------------------------------------------------------------------------- */
 
 uint64_t lim_pacer_increment(uint64_t cost_ns, uint32_t limit_pct)
@@ -506,30 +508,13 @@ uint32_t lim_cpu_wait_avg(uint32_t avg_x100, uint64_t delay_ns, uint64_t wall_ns
     return (uint32_t)avg;
 }
 
-/* The unsigned decimal at *p, moved past it: 0, or -1 when there is none or it overflows. */
-static int parse_u64(const char **p, uint64_t *v)
-{
-    const char *q = *p;
-    uint64_t x = 0;
-    if (*q < '0' || *q > '9')
-        return -1;
-    for (; *q >= '0' && *q <= '9'; q++) {
-        uint64_t d = (uint64_t)(*q - '0');
-        if (x > (UINT64_MAX - d) / 10u)
-            return -1;
-        x = x * 10u + d;
-    }
-    *v = x;
-    *p = q;
-    return 0;
-}
-
 int lim_parse_schedstat(const char *text, uint64_t *delay_ns)
 {
     const char *p = text;
     uint64_t run, delay, slices;
-    if (p == NULL || parse_u64(&p, &run) != 0 || *p++ != ' ' || parse_u64(&p, &delay) != 0 ||
-        *p++ != ' ' || parse_u64(&p, &slices) != 0 || (*p != '\n' && *p != '\0'))
+    if (p == NULL || vgpu_parse_u64(&p, &run) != 0 || *p++ != ' ' ||
+        vgpu_parse_u64(&p, &delay) != 0 || *p++ != ' ' || vgpu_parse_u64(&p, &slices) != 0 ||
+        (*p != '\n' && *p != '\0'))
         return -1;
     *delay_ns = delay;
     return 0;
@@ -540,7 +525,7 @@ int lim_parse_nr_throttled(const char *text, uint64_t *n)
     static const char key[] = "nr_throttled ";
     for (const char *line = text; line != NULL && *line != '\0';) {
         const char *p = line + sizeof key - 1;
-        if (strncmp(line, key, sizeof key - 1) == 0 && parse_u64(&p, n) == 0 &&
+        if (strncmp(line, key, sizeof key - 1) == 0 && vgpu_parse_u64(&p, n) == 0 &&
             (*p == '\n' || *p == '\0'))
             return 0;
         line = strchr(line, '\n');

@@ -30,18 +30,29 @@ static int size_unit_shift(const char *unit, unsigned bare_shift, unsigned *shif
     return 0;
 }
 
-int vgpu_parse_size(const char *text, unsigned bare_shift, uint64_t *out)
+int vgpu_parse_u64(const char **text, uint64_t *out)
 {
-    if (text == NULL || !isdigit((unsigned char)text[0]))
+    const char *p = *text;
+    uint64_t x = 0;
+    if (!isdigit((unsigned char)*p))
         return -1;
-    uint64_t whole = 0;
-    const char *p = text;
     for (; isdigit((unsigned char)*p); p++) {
         uint64_t d = (uint64_t)(*p - '0');
-        if (whole > (UINT64_MAX - d) / 10)
+        if (x > (UINT64_MAX - d) / 10)
             return -1;
-        whole = whole * 10 + d;
+        x = x * 10 + d;
     }
+    *out = x;
+    *text = p;
+    return 0;
+}
+
+int vgpu_parse_size(const char *text, unsigned bare_shift, uint64_t *out)
+{
+    uint64_t whole = 0;
+    const char *p = text;
+    if (text == NULL || vgpu_parse_u64(&p, &whole) != 0)
+        return -1;
     /* The decimal part as frac / 10^places, trailing zeros dropped. */
     uint64_t frac = 0;
     unsigned places = 0;

@@ -18,7 +18,7 @@ CFLAGS = [
 
 
 class Driver:
-    """Runs tests/compute/limiter_driver.c (linked with libvgpu/src/limiter.c)."""
+    """Runs tests/compute/limiter_driver.c (linked with libvgpu/src/limiter.c and size.c)."""
 
     def __init__(self, exe: Path) -> None:
         self.exe = exe
@@ -40,7 +40,8 @@ def limiter_driver(tmp_path_factory: pytest.TempPathFactory) -> Driver:
     from cprog import compile_c
 
     exe = compile_c(HERE / "limiter_driver.c", tmp_path_factory.mktemp("compute"),
-                    extra_flags=[*CFLAGS, f"-I{SRC}"], sources=[SRC / "limiter.c"], libs=["-lm"])
+                    extra_flags=[*CFLAGS, f"-I{SRC}"], sources=[SRC / "limiter.c", SRC / "size.c"],
+                    libs=["-lm"])
     return Driver(exe)
 
 
