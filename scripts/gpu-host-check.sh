@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run on a GPU host with no registry access (the lead's H200 runs): build libvgpu with the host's
 # compiler, run the `gpu`-marked tests and the GPU benchmarks, and write logs under $OUT.
-#   scripts/gpu-host-check.sh [tests|bench-shim|bench-bpf|bench-compute|bench-shapes|bench-shapes-long|bench-sharing|bench-trace]...
+#   scripts/gpu-host-check.sh [tests|bench-shim|bench-bpf|bench-compute|bench-shapes|bench-shapes-long|bench-sharing|bench-trace|bench-gatewait|bench-newcomer]...
 #   (default: tests)
 # Needs .gpu-bundle (see docs/development.md): BCC and the wheels this host lacks.
 set -uo pipefail
@@ -35,6 +35,10 @@ for step in "$@"; do
     bench-sharing) timeout 300 python3 tests/benchmarks/bench_compute_shapes.py --only shared,priority --phase 1.5 --warm 0.5 --out "$OUT/sharing" 2>&1 | tee "$OUT/bench-sharing.log" ;;
     # the busy feedback's first seconds: the encoders at 30 and 70 %, in 0.5-s slices (about 70 s)
     bench-trace) timeout 200 python3 tests/benchmarks/bench_compute_shapes.py --only trace --shapes 15,16 --limits 30,70 --out "$OUT/trace" 2>&1 | tee "$OUT/bench-trace.log" ;;
-    *) echo "unknown step $step (tests|bench-shim|bench-bpf|bench-compute|bench-shapes|bench-shapes-long|bench-sharing|bench-trace)"; exit 2 ;;
+    # how the gate waits (sleep / auto / yield, alternated) with a spinning process per core
+    bench-gatewait) timeout 300 python3 tests/benchmarks/bench_compute_shapes.py --only gatewait --cpu-load "$(nproc)" --gate-wait-rounds 2 --out "$OUT/gatewait" 2>&1 | tee "$OUT/bench-gatewait.log" ;;
+    # a paced newcomer beside a container that queued alone without synchronising (about 80 s)
+    bench-newcomer) timeout 200 python3 tests/benchmarks/bench_compute_shapes.py --only newcomer --out "$OUT/newcomer" 2>&1 | tee "$OUT/bench-newcomer.log" ;;
+    *) echo "unknown step $step (tests|bench-shim|bench-bpf|bench-compute|bench-shapes|bench-shapes-long|bench-sharing|bench-trace|bench-gatewait|bench-newcomer)"; exit 2 ;;
   esac
 done

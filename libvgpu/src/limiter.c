@@ -488,8 +488,10 @@ int lim_parse_wait(const char *s, uint32_t *out)
     return parse_word(s, words, sizeof words / sizeof words[0], out);
 }
 
-uint32_t lim_wait_choose(uint32_t now_yielding, uint32_t cpu_wait_x100, int throttled)
+uint32_t lim_wait_choose(uint32_t now_yielding, uint32_t cpu_wait_x100, uint64_t now_ns,
+                         uint64_t throttled_at_ns)
 {
+    int throttled = throttled_at_ns != 0 && now_ns - throttled_at_ns < LIM_THROTTLE_HOLD_NS;
     if (throttled || cpu_wait_x100 < LIM_WAIT_SLEEP_BELOW)
         return LIM_WAIT_SLEEP;
     if (cpu_wait_x100 >= LIM_WAIT_YIELD_FROM)

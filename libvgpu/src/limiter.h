@@ -275,13 +275,16 @@ enum lim_wait { LIM_WAIT_SLEEP = 0, LIM_WAIT_YIELD = 1, LIM_WAIT_AUTO = 2 };
  * waited 0.0 % of the time on a calm node and 19-50 % asleep with 16 processes spinning
  * (while its GPU share fell to 57-62 %); yielding, 0-53 %, so it stays yielding while the load
  * lasts.  A throttled CPU quota counts as run delay too, but yielding there would only burn
- * the quota: while the container's cgroup was throttled recently it sleeps. */
+ * the quota: for LIM_THROTTLE_HOLD_NS after the container's cgroup was last seen throttled it
+ * sleeps. */
 #define LIM_WAIT_YIELD_FROM  1000u /* 10 % */
 #define LIM_WAIT_SLEEP_BELOW 200u  /* 2 % */
 #define LIM_CPU_WAIT_WEIGHT  4u
-/* LIM_WAIT_SLEEP or LIM_WAIT_YIELD, from the way it waits now, the averaged run delay share
- * and whether the container's CPU quota throttled it lately. */
-uint32_t lim_wait_choose(uint32_t now_yielding, uint32_t cpu_wait_x100, int throttled);
+#define LIM_THROTTLE_HOLD_NS 10000000000ull
+/* LIM_WAIT_SLEEP or LIM_WAIT_YIELD at `now_ns`, from the way it waits now, the averaged run
+ * delay share and when the container's CPU quota was last seen throttling it (0: never). */
+uint32_t lim_wait_choose(uint32_t now_yielding, uint32_t cpu_wait_x100, uint64_t now_ns,
+                         uint64_t throttled_at_ns);
 /* The average after one sample: `delay_ns` of run delay over `wall_ns` (0: unchanged). */
 uint32_t lim_cpu_wait_avg(uint32_t avg_x100, uint64_t delay_ns, uint64_t wall_ns);
 /* A schedstat text ("RUN_NS DELAY_NS SLICES"): 0 and *delay_ns set, or -1 when it is not that. */

@@ -14,19 +14,26 @@
 #include "region.h"
 
 #define PRESSURE_EVERY_NS 500000000ull      /* a run-delay sample */
-#define THROTTLE_HOLD_NS  10000000000ull    /* asleep this long after the quota throttled */
 
 static uint32_t g_tid;         /* the thread sampled, 0 none yet */
 static uint64_t g_delay, g_at; /* its run delay at g_at */
 static uint32_t g_avg;         /* lim_cpu_wait_avg */
-static uint64_t g_next_ns, g_sleep_until;
+static uint64_t g_next_ns, g_throttled_at; /* the quota last seen throttling, 0 never */
 static char g_cpu_stat[512];   /* the cgroup v2 group's cpu.stat, "" where there is none */
 static uint64_t g_throttled;   /* its nr_throttled when last read */
 static int g_resolved, g_no_schedstat, g_told_quota;
 
+/* This thread's id, cached: a wait chunk must not cost a system call.  A fork's child thread
+ * has the forking thread's cache and another id, so the pid it was read in goes with it. */
+static _Thread_local uint32_t t_tid;
+static _Thread_local pid_t t_pid;
+
 void vgpu_pressure_note_waiter(void)
 {
-    ST(&vgpu_cs.waiter_tid, (uint32_t)syscall(SYS_gettid));
+    pid_t pid = vgpu_cs.pid;
+    if (t_tid == 0 || t_pid != pid)
+        t_tid = (uint32_t)syscall(SYS_gettid), t_pid = pid;
+    ST(&vgpu_cs.waiter_tid, t_tid);
 }
 
 /* Whether threads' run delays can be read; the container's cgroup v2 cpu.stat (its own group,
@@ -77,11 +84,11 @@ void vgpu_pressure_tick(uint64_t now)
         return;
     g_next_ns = now + PRESSURE_EVERY_NS;
     if (!g_resolved)
-        resolve();
+        resolve(); /* reads cpu.stat's count: throttled() counts from there */
+    else if (throttled())
+        g_throttled_at = now;
     if (g_no_schedstat)
         return;
-    if (throttled())
-        g_sleep_until = now + THROTTLE_HOLD_NS;
     uint32_t tid = LD(&vgpu_cs.waiter_tid);
     if (tid == 0)
         return;
@@ -97,8 +104,8 @@ void vgpu_pressure_tick(uint64_t now)
     g_avg = lim_cpu_wait_avg(g_avg, delay - g_delay, now - g_at);
     g_delay = delay, g_at = now;
     uint32_t was = LD(&vgpu_cs.gate_wait);
-    int quota = now < g_sleep_until;
-    uint32_t want = lim_wait_choose(was, g_avg, 0), way = lim_wait_choose(was, g_avg, quota);
+    uint32_t want = lim_wait_choose(was, g_avg, now, 0);
+    uint32_t way = lim_wait_choose(was, g_avg, now, g_throttled_at);
     if (way != was)
         vgpu_log(VGPU_LOG_INFO, "compute: the launching thread waited for a CPU %u.%02u %% of the "
                  "time: gate waits %s", g_avg / 100u, g_avg % 100u,

@@ -14,7 +14,8 @@
  *       prints the verdict for every combination of the inputs of lim_decide.
  *   limiter_driver parse pct|policy|priority|wait|schedstat|throttled VALUE
  *       (schedstat: the run delay; throttled: a cpu.stat's nr_throttled)
- *   limiter_driver waitchoose YIELDING CPU_WAIT_X100 THROTTLED   (prints lim_wait_choose)
+ *   limiter_driver waitchoose YIELDING CPU_WAIT_X100 NOW_NS THROTTLED_AT_NS
+ *       (prints lim_wait_choose)
  *   limiter_driver cpuwait AVG_X100 DELAY_NS WALL_NS [DELAY_NS WALL_NS ...]
  *       (prints lim_cpu_wait_avg after each sample)
  *   limiter_driver cgroup2 TEXT   (prints lim_cgroup2_path, or "none")
@@ -263,9 +264,9 @@ int main(int argc, char **argv)
         printf("%s\n", lim_cgroup2_path(argv[2], path, sizeof path) == 0 ? path : "none");
         return 0;
     }
-    if (argc == 5 && strcmp(argv[1], "waitchoose") == 0) {
+    if (argc == 6 && strcmp(argv[1], "waitchoose") == 0) {
         printf("%u\n", lim_wait_choose((uint32_t)arg_u64(argv[2]), (uint32_t)arg_u64(argv[3]),
-                                        (int)arg_u64(argv[4])));
+                                        arg_u64(argv[4]), arg_u64(argv[5])));
         return 0;
     }
     if (argc >= 5 && argc % 2 == 1 && strcmp(argv[1], "cpuwait") == 0) {

@@ -66,21 +66,29 @@ def test_the_cpu_wait_average_follows_samples_a_quarter_at_a_time(limiter_driver
     assert limiter_driver.run("cpuwait", 10000, 0, half_s, 0, half_s).split() == ["7500", "5625"]
 
 
+NEVER = None
+SECOND = 1_000_000_000
+
+
 @pytest.mark.parametrize(
-    ("now", "x100", "throttled", "want"),
+    ("way", "x100", "throttled_ago_s", "want"),
     [
-        (SLEEP, 0, 0, SLEEP), (SLEEP, 999, 0, SLEEP), (SLEEP, 1000, 0, YIELD),
-        (SLEEP, 9000, 0, YIELD),
+        (SLEEP, 0, NEVER, SLEEP), (SLEEP, 999, NEVER, SLEEP), (SLEEP, 1000, NEVER, YIELD),
+        (SLEEP, 9000, NEVER, YIELD),
         # between 2 % and 10 % the way it waits now holds (no flapping near one threshold)
-        (YIELD, 999, 0, YIELD), (YIELD, 200, 0, YIELD), (YIELD, 199, 0, SLEEP),
-        (SLEEP, 500, 0, SLEEP),
-        # a throttled quota: yielding would only burn it
-        (SLEEP, 9000, 1, SLEEP), (YIELD, 9000, 1, SLEEP),
+        (YIELD, 999, NEVER, YIELD), (YIELD, 200, NEVER, YIELD), (YIELD, 199, NEVER, SLEEP),
+        (SLEEP, 500, NEVER, SLEEP),
+        # a quota throttled within the last 10 s: yielding would only burn it
+        (SLEEP, 9000, 0, SLEEP), (YIELD, 9000, 0, SLEEP), (YIELD, 9000, 9.9, SLEEP),
+        # ... and 10 s after the last throttled period, the run delay decides again
+        (SLEEP, 9000, 10, YIELD), (YIELD, 999, 30, YIELD),
     ],
 )
-def test_waits_yield_from_10pct_cpu_wait_and_sleep_under_2_or_when_throttled(
-        limiter_driver, now: int, x100: int, throttled: int, want: int) -> None:
-    assert int(limiter_driver.run("waitchoose", now, x100, throttled)) == want
+def test_waits_yield_from_10pct_cpu_wait_and_sleep_under_2_or_10s_after_a_throttle(
+        limiter_driver, way: int, x100: int, throttled_ago_s: float | None, want: int) -> None:
+    now = 100 * SECOND
+    at = 0 if throttled_ago_s is None else now - int(throttled_ago_s * SECOND)
+    assert int(limiter_driver.run("waitchoose", way, x100, now, at)) == want
 
 
 @pytest.mark.parametrize(
