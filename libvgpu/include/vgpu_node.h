@@ -32,6 +32,8 @@
 /* slot.flags (informational, written by the owner) */
 #define VGPU_NODE_FLAG_LIMITED  0x1u
 #define VGPU_NODE_FLAG_YIELDING 0x2u
+#define VGPU_NODE_FLAG_LIGHT    0x4u /* with LIMITED: uses under half its share lately (limiter.h,
+                                      * lim_light): out of the turns, claims like a high */
 
 /* 64 bytes */
 struct vgpu_node_slot {

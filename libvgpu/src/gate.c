@@ -187,9 +187,9 @@ static uint64_t must_wait(struct vgpu_cdev *c, uint64_t now, uint64_t cost)
     return w == 0 ? 0 : now + (w < SLEEP_CHUNK_NS ? w : SLEEP_CHUNK_NS);
 }
 
-/* The gate proper, for a launch of `key` on `stream` on device `d` (vgpu_compute_enter). */
-void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d, uint64_t now,
-                    struct vgpu_capture_mode *m)
+/* The gate proper (vgpu_gate_pass). */
+static void gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d, uint64_t now,
+                      struct vgpu_capture_mode *m)
 {
     struct vgpu_cdev *c = &vgpu_cs.dev[d];
     uint64_t est, raw = 0, wait, outstanding, queued;
@@ -310,9 +310,11 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
         uint64_t hz = LD(&c->horizon);
         hz = (hz > now ? hz : now) + queued;
         ST(&c->horizon, hz);
-        /* a high one tells its low neighbours at once how long it keeps the GPU busy: its
-         * estimated work, plus the lows' short queue (LIM_LOW_QUEUE_NS) that may run ahead of it */
-        if (vgpu_cs.priority == LIM_PRIORITY_HIGH && vgpu_cs.node != NULL && c->node_slot >= 0) {
+        /* a high one (or a light one, limiter.h) tells its low neighbours at once how long it
+         * keeps the GPU busy: its estimated work, plus the lows' short queue (LIM_LOW_QUEUE_NS)
+         * that may run ahead of it */
+        if ((vgpu_cs.priority == LIM_PRIORITY_HIGH || LD(&c->light)) && vgpu_cs.node != NULL &&
+            c->node_slot >= 0) {
             __atomic_fetch_add(&c->claiming, 1u, __ATOMIC_SEQ_CST); /* before the claim */
             g->claimed = 1;
             vgpu_node_touch(vgpu_cs.node, c->node_slot, hz + LIM_LOW_QUEUE_NS);
@@ -328,4 +330,16 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
     if (!want_sample)
         return;
     vgpu_measure_start(c, g, key, stream, m);
+}
+
+/* The gate, for a launch of `key` on `stream` on device `d` (vgpu_compute_enter); counted in
+ * in_gate, which the ticker reads as "has work" (limiter.h, light containers). */
+void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d, uint64_t now,
+                    struct vgpu_capture_mode *m)
+{
+    struct vgpu_cdev *c = &vgpu_cs.dev[d];
+
+    ADD(&c->in_gate, 1u);
+    gate_pass(g, key, stream, d, now, m);
+    __atomic_fetch_sub(&c->in_gate, 1u, __ATOMIC_RELAXED);
 }

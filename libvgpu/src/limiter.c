@@ -396,6 +396,18 @@ uint32_t lim_cost_sample(struct lim_cost_table *t, uint64_t key, uint64_t sample
 
 /* ---- the policy / priority table ----------------------------------------------------------- */
 
+/* An average share in hundredths of a percent after one sample of `part` over `whole` (0:
+ * unchanged), moving 1/`weight` of the way. */
+static uint32_t share_avg(uint32_t avg_x100, uint64_t part, uint64_t whole, uint32_t weight)
+{
+    if (whole == 0)
+        return avg_x100;
+    uint64_t sample = part >= whole ? 10000u : (uint64_t)((double)part * 1e4 / (double)whole);
+    int64_t avg = (int64_t)avg_x100;
+    avg += ((int64_t)sample - avg) / (int64_t)weight;
+    return (uint32_t)avg;
+}
+
 struct lim_verdict lim_decide(const struct lim_view *v)
 {
     struct lim_verdict out = {0, 0};
@@ -409,9 +421,11 @@ struct lim_verdict lim_decide(const struct lim_view *v)
         out.yield = v->priority == LIM_PRIORITY_LOW && v->others_high > 0;
         break;
     default: /* LIM_POLICY_DEFAULT: the seed's semantics */
-        if (v->priority == LIM_PRIORITY_LOW && sharing)
+        if (v->priority == LIM_PRIORITY_LOW && (sharing || v->others_light > 0))
             out.limit_pct = v->limit_pct;
-        out.yield = v->priority == LIM_PRIORITY_LOW && v->others_high > 0;
+        /* a light neighbour claims like a high one; light ones do not yield to each other */
+        out.yield = v->priority == LIM_PRIORITY_LOW &&
+                    (v->others_high > 0 || (!v->light && v->others_light > 0));
         break;
     }
     if (v->agent_limit_pct == LIM_AGENT_UNLIMITED)
@@ -425,6 +439,38 @@ struct lim_verdict lim_decide(const struct lim_view *v)
     if (out.limit_pct >= 100)
         out.limit_pct = 0;
     return out;
+}
+
+/* The weight of one tick of `wall_ns` in the use and idle averages of a member of turns of
+ * `period_ns` (0 none). */
+static uint32_t use_weight(uint64_t wall_ns, uint64_t period_ns)
+{
+    uint64_t w = wall_ns ? LIM_USE_PERIODS * period_ns / wall_ns : 0;
+    return w > LIM_USE_WEIGHT ? (w < 100000u ? (uint32_t)w : 100000u) : LIM_USE_WEIGHT;
+}
+
+uint32_t lim_use_avg(uint32_t use_x100, uint64_t charged_ns, uint64_t wall_ns,
+                     uint64_t period_ns)
+{
+    return share_avg(use_x100, charged_ns, wall_ns, use_weight(wall_ns, period_ns));
+}
+
+uint32_t lim_idle_avg(uint32_t idle_x100, int idle, uint64_t wall_ns, uint64_t period_ns)
+{
+    return wall_ns ? share_avg(idle_x100, idle ? 1u : 0u, 1u, use_weight(wall_ns, period_ns))
+                   : idle_x100;
+}
+
+uint32_t lim_light(uint32_t was_light, uint32_t use_x100, uint32_t idle_x100,
+                   uint32_t limit_pct)
+{
+    if (limit_pct == 0 || limit_pct >= 100)
+        return 0;
+    if (was_light)
+        return use_x100 < limit_pct * LIM_LIGHT_LEAVE_PCT &&
+               idle_x100 >= LIM_LIGHT_IDLE_LEAVE_PCT * 100u;
+    return use_x100 < limit_pct * LIM_LIGHT_ENTER_PCT &&
+           idle_x100 >= LIM_LIGHT_IDLE_ENTER_PCT * 100u;
 }
 
 /* ---- priority: a low one's queue beside a claiming high ------------------------------------- */
@@ -501,13 +547,7 @@ uint32_t lim_wait_choose(uint32_t now_yielding, uint32_t cpu_wait_x100, uint64_t
 
 uint32_t lim_cpu_wait_avg(uint32_t avg_x100, uint64_t delay_ns, uint64_t wall_ns)
 {
-    if (wall_ns == 0)
-        return avg_x100;
-    uint64_t sample = delay_ns >= wall_ns ? 10000u
-                                          : (uint64_t)((double)delay_ns * 1e4 / (double)wall_ns);
-    int64_t avg = (int64_t)avg_x100;
-    avg += ((int64_t)sample - avg) / (int64_t)LIM_CPU_WAIT_WEIGHT;
-    return (uint32_t)avg;
+    return share_avg(avg_x100, delay_ns, wall_ns, LIM_CPU_WAIT_WEIGHT);
 }
 
 int lim_parse_schedstat(const char *text, uint64_t *delay_ns)

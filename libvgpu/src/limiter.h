@@ -308,6 +308,8 @@ struct lim_view {
     uint32_t node_known;      /* 0: the node region is unavailable, sharing is unknown */
     uint32_t others_high;     /* other active containers on the device, high priority */
     uint32_t others_low;      /* ... low priority */
+    uint32_t light;           /* this container is light (lim_light): it claims like a high */
+    uint32_t others_light;    /* other light containers busy now (claiming) */
 };
 
 struct lim_verdict {
@@ -316,6 +318,44 @@ struct lim_verdict {
 };
 
 struct lim_verdict lim_decide(const struct lim_view *v);
+
+/* ---- light containers: what a paced container leaves unused goes to the others -------------
+ * Under `default`, gpucores is a guarantee, not a cap, but turns hold every member to its window
+ * and a container paced beside others to its share: a request service at 30 % that uses 10 %
+ * left its window idle (sim: the 70 % neighbour stayed at 0.70) and waited for its window on
+ * every request (its 10 % fell to 5 %).  So a container that used less than LIM_LIGHT_ENTER_PCT
+ * of its share lately, and had nothing to do at least LIM_LIGHT_IDLE_ENTER_PCT of the time, is
+ * *light*: it leaves the turns and claims the GPU while it has work, as a high-priority
+ * container does (its `default` neighbours wait while it is busy and keep their queues short,
+ * and take the whole GPU between its requests).  It is a plain member again (turns, paced) once
+ * its use reaches LIM_LIGHT_LEAVE_PCT of its share or it is idle less than
+ * LIM_LIGHT_IDLE_LEAVE_PCT of the time.  The idle test keeps a busy container that a neighbour's
+ * work held back from being taken for a light one (simulated GPU, 3-ms kernels at 30 + 70: on
+ * use alone, each one in turn was found light while the other's queue ran, and the 30 one got
+ * 0.24).  Its use is the GPU time its launches were charged (as measured), averaged with weight
+ * 1/LIM_USE_WEIGHT per tick (10 ms: ~80 ms to follow), or, while it takes turns, over
+ * LIM_USE_PERIODS turn periods at least (a member launches only in its window: with a long
+ * period, up to 640 ms, a short average reads its off-window time as unused).  Idle: the share of
+ * the ticks that find none of the process's threads in the gate (waiting for a window, a pace
+ * or a claim is neither idle nor busy) and none of its estimated work queued (its busy horizon
+ * passed), averaged the same way.  A container starts paced at its whole share and
+ * busy (not light). */
+#define LIM_LIGHT_ENTER_PCT      50u
+#define LIM_LIGHT_LEAVE_PCT      60u
+#define LIM_LIGHT_IDLE_ENTER_PCT 50u
+#define LIM_LIGHT_IDLE_LEAVE_PCT 30u
+#define LIM_USE_WEIGHT           8u
+#define LIM_USE_PERIODS          3u
+/* The use after one tick: `charged_ns` charged over `wall_ns`, in hundredths of a percent
+ * (wall_ns 0: unchanged), for a member of turns of `period_ns` (0: none). */
+uint32_t lim_use_avg(uint32_t use_x100, uint64_t charged_ns, uint64_t wall_ns,
+                     uint64_t period_ns);
+/* The idle share after one tick that found the process idle or not (same weights). */
+uint32_t lim_idle_avg(uint32_t idle_x100, int idle, uint64_t wall_ns, uint64_t period_ns);
+/* Whether a container paced at `limit_pct` with that use and idle share is light, from whether
+ * it was (the hysteresis above). */
+uint32_t lim_light(uint32_t was_light, uint32_t use_x100, uint32_t idle_x100,
+                   uint32_t limit_pct);
 
 /* ---- priority: a low one's queue beside a claiming high ------------------------------------- */
 

@@ -151,19 +151,35 @@ static uint64_t other_live(const struct vgpu_node_slot *s, const uint8_t uuid[16
     return cid == my_container || memcmp(s->uuid, uuid, 16) != 0 ? 0 : cid;
 }
 
+static int light(const struct vgpu_node_slot *s)
+{
+    return (LD(&s->flags) & (VGPU_NODE_FLAG_LIMITED | VGPU_NODE_FLAG_LIGHT)) ==
+           (VGPU_NODE_FLAG_LIMITED | VGPU_NODE_FLAG_LIGHT);
+}
+
+/* A high that is not held to a share, or a light container. */
 static int claiming(const struct vgpu_node_slot *s)
 {
-    return LD(&s->priority) == 0 && !(LD(&s->flags) & VGPU_NODE_FLAG_LIMITED);
+    return (LD(&s->priority) == 0 && !(LD(&s->flags) & VGPU_NODE_FLAG_LIMITED)) || light(s);
+}
+
+/* How long a claimer's claim lasts past its activity. */
+static uint64_t grace(const struct vgpu_node_slot *s)
+{
+    return light(s) ? VGPU_NODE_LIGHT_GRACE_NS : VGPU_NODE_CLAIM_GRACE_NS;
 }
 
 uint32_t vgpu_node_claimers(const struct vgpu_node_region *r, const uint8_t uuid[16],
-                            uint64_t my_container, uint64_t now_ns, uint32_t *slots, uint32_t max)
+                            uint64_t my_container, uint64_t now_ns, int lights, uint32_t *slots,
+                            uint32_t max)
 {
     uint32_t i, n = 0;
 
-    for (i = 0; i < VGPU_NODE_SLOTS && n < max; i++)
-        if (other_live(&r->slots[i], uuid, my_container, now_ns) != 0 && claiming(&r->slots[i]))
+    for (i = 0; i < VGPU_NODE_SLOTS && n < max; i++) {
+        const struct vgpu_node_slot *s = &r->slots[i];
+        if (other_live(s, uuid, my_container, now_ns) != 0 && claiming(s) && (lights || !light(s)))
             slots[n++] = i;
+    }
     return n;
 }
 
@@ -175,7 +191,7 @@ uint64_t vgpu_node_claim_end(const struct vgpu_node_region *r, const uint32_t *s
 
     for (i = 0; i < n; i++) {
         const struct vgpu_node_slot *s = &r->slots[slots[i] % VGPU_NODE_SLOTS];
-        uint64_t e = LD(&s->active_ns) + VGPU_NODE_CLAIM_GRACE_NS;
+        uint64_t e = LD(&s->active_ns) + grace(s);
         if (LD(&s->owner) != 0 && claiming(s) && e > now_ns && e > end)
             end = e;
     }
@@ -194,6 +210,7 @@ void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
 
     out->high = 0;
     out->low = 0;
+    out->light = 0;
     out->present = 0;
     for (i = 0; i < VGPU_NODE_SLOTS; i++) {
         const struct vgpu_node_slot *s = &r->slots[i];
@@ -223,8 +240,8 @@ void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
          * claiming high counts only while busy (work queued or launched within the grace):
          * between its bursts the GPU is the lows' as if they were alone. */
         if (claiming(s)) {
-            if (fresh(LD(&s->active_ns), now_ns, VGPU_NODE_CLAIM_GRACE_NS))
-                out->high++;
+            if (fresh(LD(&s->active_ns), now_ns, grace(s)))
+                ++*(light(s) ? &out->light : &out->high);
         } else {
             out->low++;
         }
@@ -244,8 +261,8 @@ uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16
         struct lim_turn_member m = {cid, VGPU_NODE_TURN_PCT(turn), VGPU_NODE_TURN_CLASS(turn)};
 
         if (cid == 0 || !fresh(LD(&s->active_ns), now_ns, VGPU_NODE_ACTIVE_NS) ||
-            (LD(&s->flags) & (VGPU_NODE_FLAG_LIMITED | VGPU_NODE_FLAG_YIELDING)) !=
-                VGPU_NODE_FLAG_LIMITED)
+            (LD(&s->flags) & (VGPU_NODE_FLAG_LIMITED | VGPU_NODE_FLAG_YIELDING |
+                              VGPU_NODE_FLAG_LIGHT)) != VGPU_NODE_FLAG_LIMITED)
             continue;
         lim_turn_merge(out, &n, max, m); /* a container's processes count once */
     }

@@ -18,6 +18,11 @@
  * a loop in C or PyTorch); a pause longer than this lets lows launch, and the high one's next
  * burst then waits for their short queue (LIM_LOW_QUEUE_NS, docs/compute.md "Priority"). */
 #define VGPU_NODE_CLAIM_GRACE_NS 1000000ull
+/* ... a light container's claim (limiter.h, lim_light): the GPU time its neighbours lose after
+ * each of its requests is this plus its ticker's watch (~0.25 ms), not ~1.5 ms (simulated GPU,
+ * a 30 % service of one 1-ms kernel every 10 ms beside a 70 % loop: the loop got 0.71 with the
+ * high one's grace, 0.82 with this); it still covers a loop's CPU time between kernels. */
+#define VGPU_NODE_LIGHT_GRACE_NS 250000ull
 
 /* Maps the node region at `path`, creating and initialising it if needed.  Returns it, or NULL
  * with a message naming the path in `err`. */
@@ -55,6 +60,8 @@ struct vgpu_node_census {
                        * busy within VGPU_NODE_CLAIM_GRACE_NS: lows yield to them */
     uint32_t low;     /* other active containers: priority 1, or priority 0 but held to a
                        * share (paced); a claiming high that is quieter counts for neither */
+    uint32_t light;   /* other light containers (VGPU_NODE_FLAG_LIGHT) busy within
+                       * VGPU_NODE_CLAIM_GRACE_NS: they claim as highs do; quieter, neither */
     uint32_t present; /* other containers with a live process on the GPU, active or not */
 };
 
@@ -63,11 +70,13 @@ struct vgpu_node_census {
 void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
                       uint64_t my_container, uint64_t now_ns, struct vgpu_node_census *out);
 
-/* The slots of other containers' processes on `uuid` that are claiming highs (priority 0, not
- * paced), active or not; returns how many were stored (at most `max`).  A low's launch path
- * reads their active_ns to wait while one is busy (VGPU_NODE_CLAIM_GRACE_NS). */
+/* The slots of other containers' processes on `uuid` that claim: highs not paced, and light
+ * ones when `lights` (a light container does not wait for another), active or not; returns how
+ * many were stored (at most `max`).  A low's launch path reads their active_ns to wait while one
+ * is busy (VGPU_NODE_CLAIM_GRACE_NS). */
 uint32_t vgpu_node_claimers(const struct vgpu_node_region *r, const uint8_t uuid[16],
-                            uint64_t my_container, uint64_t now_ns, uint32_t *slots, uint32_t max);
+                            uint64_t my_container, uint64_t now_ns, int lights, uint32_t *slots,
+                            uint32_t max);
 
 /* When the claims of the claimer slots end: the latest activity (launch, or the end of its
  * estimated queued work) of a claiming high among them plus VGPU_NODE_CLAIM_GRACE_NS; 0 when
@@ -75,7 +84,7 @@ uint32_t vgpu_node_claimers(const struct vgpu_node_region *r, const uint8_t uuid
 uint64_t vgpu_node_claim_end(const struct vgpu_node_region *r, const uint32_t *slots, uint32_t n,
                              uint64_t now_ns);
 
-/* The other containers paced on `uuid` and active at `now_ns` (LIMITED, not YIELDING), as turn
+/* The other containers paced on `uuid` and active at `now_ns` (LIMITED, not YIELDING nor LIGHT), as turn
  * members (limiter.h), one per container (its largest share and class); returns how many were
  * stored (at most `max`). */
 uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16],

@@ -19,6 +19,7 @@
 /* ---- tunables (docs/compute.md explains each) ---------------------------------------------- */
 #define TICK_NS        10000000ull /* ticker period: sharing/limit changes apply within this */
 #define WATCH_NS       1000000ull  /* a high one with late work re-checks it this often */
+#define WATCH_LIGHT_NS 250000ull   /* ... a light one (its claim's grace is shorter: node.h) */
 
 /* The period class this process's longest recent kernels ask for at `limit`. */
 static uint32_t turn_class(const struct vgpu_cdev *c, uint32_t limit)
@@ -39,6 +40,55 @@ static uint64_t turn_of(const struct vgpu_cdev *c, uint64_t now, uint32_t limit)
     m[n].limit_pct = limit;
     m[n].period_class = turn_class(c, limit);
     return vgpu_turn_pack(lim_turn_window(m, n + 1, vgpu_cs.container_id));
+}
+
+/* The container's recent use of the device (lim_use_avg over the GPU time charged to it, every
+ * process of the container alike), this process's idle share (lim_idle_avg, over the ticks that
+ * find no thread of it in the gate: idle when none of its estimated work is queued) and, from
+ * them, whether it is light (lim_light), while it is
+ * paced and knows its neighbours; otherwise it starts again from the whole GPU, busy.  Held as
+ * it is while the process yields (waiting for a claim is no lack of work) and before its first
+ * launch (a process that is still loading is not idle). */
+static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device *b, uint64_t now,
+                           int node_known)
+{
+    uint32_t limit = LD(&c->limit), light;
+    uint64_t charged = LD(&b->charged_ns);
+
+    if (limit == 0 || !node_known) {
+        c->use_x100 = 10000u;
+        c->idle_x100 = 0;
+        c->use_at = 0;
+        ST(&c->light, 0u);
+        return 0;
+    }
+    if (LD(&c->yield) || LD(&c->horizon) == 0) { /* yielding, or not launched yet */
+        c->use_at = 0;
+        return LD(&c->light);
+    }
+    if (c->use_at != 0 && charged >= c->use_charged) {
+        uint64_t period = LD(&c->turn) ? vgpu_turn_unpack(LD(&c->turn)).period_ns : 0u;
+        c->use_x100 = lim_use_avg(c->use_x100, charged - c->use_charged, now - c->use_at, period);
+        if (!LD(&c->in_gate)) /* waiting for a turn, a pace or a claim: neither */
+            c->idle_x100 = lim_idle_avg(c->idle_x100, LD(&c->horizon) <= now, now - c->use_at,
+                                        period);
+    }
+    c->use_charged = charged;
+    c->use_at = now;
+    light = lim_light(LD(&c->light), c->use_x100, c->idle_x100, limit);
+    if (light != LD(&c->light))
+        vgpu_log(VGPU_LOG_INFO, "compute: used %u.%02u %% of the GPU lately at a %u %% share, "
+                 "idle %u %% of the time: %s", c->use_x100 / 100u, c->use_x100 % 100u, limit,
+                 c->idle_x100 / 100u,
+                 light ? "light (claims the GPU while busy, out of the turns)" : "no longer light");
+    ST(&c->light, light);
+    return light;
+}
+
+/* A high one not held to a share, or a light one: its neighbours wait while it is busy. */
+static int claims(const struct vgpu_cdev *c)
+{
+    return (vgpu_cs.priority == LIM_PRIORITY_HIGH && !LD(&c->limit)) || LD(&c->light);
 }
 
 static _Thread_local int t_ticker; /* this thread is the ticker (its capture mode is relaxed) */
@@ -65,7 +115,7 @@ static enum work work_state(struct vgpu_cdev *c, uint64_t now)
 
     static _Thread_local CUcontext current; /* the ticker's own current context */
 
-    if (!t_ticker || vgpu_cs.priority != LIM_PRIORITY_HIGH || LD(&c->limit))
+    if (!t_ticker || !claims(c))
         return WORK_ON_TIME;
     if (LD(&c->count) == 0)
         return all_done(c) ? WORK_DONE : WORK_ON_TIME;
@@ -88,16 +138,20 @@ static enum work work_state(struct vgpu_cdev *c, uint64_t now)
     return all_done(c) ? WORK_DONE : WORK_ON_TIME;
 }
 
-static int watching(void)
+/* How often the ticker watches its claims between ticks (watch): 0 not now. */
+static uint64_t watching(void)
 {
+    uint64_t every = 0;
     int d;
 
-    if (vgpu_cs.priority != LIM_PRIORITY_HIGH || vgpu_cs.node == NULL)
+    if (vgpu_cs.node == NULL)
         return 0;
-    for (d = 0; d < vgpu_cs.ndev; d++)
-        if (LD(&vgpu_cs.dev[d].track) && LD(&vgpu_cs.dev[d].count) > 0)
-            return 1;
-    return 0;
+    for (d = 0; d < vgpu_cs.ndev; d++) {
+        const struct vgpu_cdev *c = &vgpu_cs.dev[d];
+        if (claims(c) && LD(&c->track) && LD(&c->count) > 0)
+            every = LD(&c->light) ? WATCH_LIGHT_NS : every ? every : WATCH_NS;
+    }
+    return every;
 }
 
 /* work_state(c), acted on: all done cuts the claim (`claim`, read before) and the busy horizon
@@ -118,8 +172,9 @@ static int keep_claim(struct vgpu_cdev *c, uint64_t now, uint64_t claim)
     return w == WORK_LATE;
 }
 
-/* Between ticks, every WATCH_NS: a high-priority process beside lows keeps its claim (its node
- * slot's activity) WATCH_NS + the claim grace ahead while its work runs late, so that lows do not
+/* Between ticks, every `every` (WATCH_NS, WATCH_LIGHT_NS): a claiming process (a high-priority
+ * one, or a light one) beside lows keeps its claim (its node slot's activity) `every` + the claim
+ * grace ahead while its work runs late, so that lows do not
  * slip work in while it waits for its own; and cuts the claim back to now once all its work is
  * done, so that lows go on one claim grace after that instead of after the claim it published
  * (its estimated work plus LIM_LOW_QUEUE_NS, or what the late work kept extending: on the
@@ -127,21 +182,21 @@ static int keep_claim(struct vgpu_cdev *c, uint64_t now, uint64_t claim)
  * after each 10-ms burst).  The claim is read before the work: a launch that publishes a new
  * one in between makes the cut fail, and one that published it before is counted in
  * `claiming` until its estimate is in `submitted`. */
-static void watch(uint64_t now)
+static void watch(uint64_t now, uint64_t every)
 {
     int d;
 
-    if (vgpu_cs.priority != LIM_PRIORITY_HIGH || vgpu_cs.node == NULL || vgpu_cs.exiting)
+    if (vgpu_cs.node == NULL || vgpu_cs.exiting)
         return;
     for (d = 0; d < vgpu_cs.ndev; d++) {
         struct vgpu_cdev *c = &vgpu_cs.dev[d];
         uint64_t claim;
 
-        if (c->node_slot < 0 || !LD(&c->track))
+        if (c->node_slot < 0 || !LD(&c->track) || !claims(c))
             continue;
         claim = __atomic_load_n(&vgpu_cs.node->slots[c->node_slot].active_ns, __ATOMIC_SEQ_CST);
-        if (keep_claim(c, now, claim) && claim < now + WATCH_NS)
-            vgpu_node_touch(vgpu_cs.node, c->node_slot, now + 2u * WATCH_NS);
+        if (keep_claim(c, now, claim) && claim < now + every)
+            vgpu_node_touch(vgpu_cs.node, c->node_slot, now + 2u * every);
     }
 }
 
@@ -165,7 +220,7 @@ void vgpu_tick(uint64_t now)
     for (d = 0; d < vgpu_cs.ndev; d++) {
         struct vgpu_cdev *c = &vgpu_cs.dev[d];
         struct vgpu_compute_device *b;
-        struct vgpu_node_census census = {0, 0, 0};
+        struct vgpu_node_census census = {0, 0, 0, 0};
         struct lim_view v;
         struct lim_verdict r;
         uint32_t flags = 0;
@@ -186,7 +241,8 @@ void vgpu_tick(uint64_t now)
             if (c->node_slot < 0 ||
                 vgpu_node_beat(vgpu_cs.node, c->node_slot, &vgpu_cs.me, now, active,
                                (LD(&c->limit) ? VGPU_NODE_FLAG_LIMITED : 0u) |
-                                   (LD(&c->yield) ? VGPU_NODE_FLAG_YIELDING : 0u),
+                                   (LD(&c->yield) ? VGPU_NODE_FLAG_YIELDING : 0u) |
+                                   (LD(&c->light) ? VGPU_NODE_FLAG_LIGHT : 0u),
                                VGPU_NODE_TURN(LD(&c->limit),
                                               turn_class(c, LD(&c->limit)))) != 0) {
                 c->node_slot = vgpu_node_claim(vgpu_cs.node, &vgpu_cs.me, c->uuid, now);
@@ -206,21 +262,27 @@ void vgpu_tick(uint64_t now)
         v.node_known = vgpu_cs.node != NULL && c->node_slot >= 0;
         v.others_high = census.high;
         v.others_low = census.low;
+        v.light = follow_use(c, b, now, v.node_known != 0);
+        v.others_light = census.light;
         r = lim_decide(&v);
         if (r.limit_pct != LD(&c->limit) || r.yield != LD(&c->yield))
-            vgpu_log(VGPU_LOG_INFO, "compute: device %d: %s, others active: %u high %u low "
-                     "(%u present) -> %s%u%%%s", d, v.node_known ? "node region" : "no node region",
-                     census.high, census.low, census.present, r.limit_pct ? "paced to " : "not paced ",
-                     r.limit_pct, r.yield ? ", yielding" : "");
+            vgpu_log(VGPU_LOG_INFO, "compute: device %d: %s, others active: %u high %u low %u "
+                     "light (%u present)%s -> %s%u%%%s", d,
+                     v.node_known ? "node region" : "no node region", census.high, census.low,
+                     census.light, census.present, v.light ? ", light" : "",
+                     r.limit_pct ? "paced to " : "not paced ", r.limit_pct,
+                     r.yield ? ", yielding" : "");
         ST(&c->limit, r.limit_pct);
         ST(&c->yield, r.yield);
         ST(&c->forced, v.agent_yield == LIM_AGENT_YIELD ? 1u : 0u);
         {
-            /* a low watches its claiming-high neighbours on every launch (must_wait in gate.c) */
+            /* a low watches its claiming-high neighbours on every launch (must_wait in gate.c),
+             * and under `default` its light ones too (unless light itself) */
             uint32_t slots[VGPU_CS_CLAIM_MAX], n = 0, i;
             if (vgpu_cs.node != NULL && c->node_slot >= 0 && vgpu_cs.priority == LIM_PRIORITY_LOW &&
                 vgpu_cs.policy != LIM_POLICY_DISABLE && v.agent_yield != LIM_AGENT_RUN)
-                n = vgpu_node_claimers(vgpu_cs.node, c->uuid, vgpu_cs.container_id, now, slots,
+                n = vgpu_node_claimers(vgpu_cs.node, c->uuid, vgpu_cs.container_id, now,
+                                       !v.light && vgpu_cs.policy == LIM_POLICY_DEFAULT, slots,
                                        VGPU_CS_CLAIM_MAX);
             for (i = 0; i < n; i++)
                 ST(&c->claim[i], slots[i]);
@@ -230,8 +292,8 @@ void vgpu_tick(uint64_t now)
         if (LD(&c->turn))
             flags |= VGPU_COMPUTE_FLAG_TURNS;
         ST(&c->track, census.present > 0 ? 1u : 0u);
-        ST(&c->sharing, census.high + census.low > 0 ? 1u : 0u);
-        if (census.high + census.low)
+        ST(&c->sharing, census.high + census.low + census.light > 0 ? 1u : 0u);
+        if (census.high + census.low + census.light)
             flags |= VGPU_COMPUTE_FLAG_SHARING;
         if (r.limit_pct)
             flags |= VGPU_COMPUTE_FLAG_LIMITED;
@@ -261,11 +323,11 @@ static void *ticker_main(void *arg)
     t_ticker = vgpu_cs.exchange_mode == NULL || vgpu_cs.exchange_mode(&mode) == CUDA_SUCCESS;
     for (;;) {
         next += TICK_NS;
-        /* only a high-priority process beside others wakes between ticks (watch) */
-        for (uint64_t t = vgpu_compute_now(); watching() && t + WATCH_NS < next;
+        /* only a claiming process (high, or light) beside others wakes between ticks (watch) */
+        for (uint64_t t = vgpu_compute_now(), every; (every = watching()) != 0 && t + every < next;
              t = vgpu_compute_now()) {
-            vgpu_cs_sleep_until(t + WATCH_NS);
-            watch(vgpu_compute_now());
+            vgpu_cs_sleep_until(t + every);
+            watch(vgpu_compute_now(), every);
         }
         vgpu_cs_sleep_until(next);
         uint64_t now = vgpu_compute_now();

@@ -48,7 +48,7 @@ from bench_compute import Gpu, _gpu_name  # noqa: E402
 
 LIMITS = (10, 30, 50, 70)
 SECTIONS = ("probe", "shapes", "cold", "trace", "shared", "sharedcold", "newcomer", "priority",
-            "gatewait")
+            "gatewait", "light")
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,8 @@ class Shape:
             parts.append(f"{self.streams} streams")
         if self.procs > 1:
             parts.append(f"{self.procs} procs")
+        if self.idle_ms:
+            parts.append(f"idle {self.idle_ms:g} ms")
         return " ".join(parts)
 
     def ref_key(self) -> tuple[int, int]:
@@ -211,8 +213,8 @@ def worker(args: argparse.Namespace) -> int:
             calls += 1
             if sync_every and calls % sync_every == 0:
                 torch.cuda.synchronize()
-                if sync_every == 1:
-                    lat.append(time.monotonic() - tb)
+                if sync_every == 1 or shape.idle_ms:  # a step's, or a request's time
+                    lat.append(time.monotonic() - (tb if sync_every == 1 else tb_burst))
                 if shape.duty < 1.0:
                     busy = time.monotonic() - tb_burst
                     time.sleep(busy * (1 - shape.duty) / shape.duty)
@@ -792,6 +794,38 @@ def bench_priority(r: Runner) -> dict:
     return out
 
 
+LIGHT_SERVICES = (Shape("mm", 4096, sync=8, idle_ms=20.0), Shape("mm", 1024, sync=1, idle_ms=2.0))
+
+
+def bench_light(r: Runner, services: tuple[Shape, ...] = LIGHT_SERVICES,
+                out: list[dict] | None = None) -> list[dict]:
+    """A request service with gpucores 30 that uses a few % of the GPU (requests of a few
+    matmuls, synchronised, then idle) beside a busy loop at 70 (4096² sync/4), both `default`:
+    under `default` the service should keep its alone speed and request latency, and the loop
+    get what the service leaves.  Each against itself alone (default policy, so not held)."""
+    out = [] if out is None else out
+    ph = r.phase_s
+    busy = Shape("mm", 4096, sync=4)
+    busy_alone = r.run(busy, f"-1:{ph}", r.container(CUDA_DEVICE_SM_LIMIT="70"))[0]
+    for svc in services:
+        alone = r.run(svc, f"-1:{2 * ph}", r.container(CUDA_DEVICE_SM_LIMIT="30"))[0]
+        start = time.monotonic() + 12.0
+        pa = r.start(svc, f"-1:{2 * ph}", r.container(CUDA_DEVICE_SM_LIMIT="30"), start)
+        pb = r.start(busy, f"-1:{2 * ph}", r.container(CUDA_DEVICE_SM_LIMIT="70"), start)
+        ra, rb = r.results(pa)[0], r.results(pb)[0]
+        svc_pct = 100 * ra["steps_per_s"] / alone["steps_per_s"]
+        busy_pct = 100 * rb["steps_per_s"] / busy_alone["steps_per_s"]
+        row = {"service": svc.name, "service_busy_alone_pct": alone.get("gpu_busy_pct"),
+               "service_pct_of_alone": round(svc_pct, 1),
+               "request_ms_alone": [alone["step_p50_ms"], alone["step_p99_ms"]],
+               "request_ms": [ra["step_p50_ms"], ra["step_p99_ms"]],
+               "busy_pct_of_alone": round(busy_pct, 1),
+               "ok": svc_pct >= 95}
+        print(json.dumps(row), flush=True)
+        out.append(row)
+    return out
+
+
 def markdown(res: dict) -> str:
     lines = [f"Machine: {res['machine']}  ", f"Command: `{res['command']}`  ",
              f"Total time: {res['seconds']:.0f} s", ""]
@@ -863,6 +897,21 @@ def markdown(res: dict) -> str:
             lines.append(f"| {g['round']} | {g['wait']} | {g['alone_70_pct']} | "
                          f"{x['both_busy']['30']} + {x['both_busy']['70']} | {x['30_idle']['70']} "
                          f"| {x['30_resumed']['30']} + {x['30_resumed']['70']} |")
+        lines.append("")
+    if res.get("light"):
+        lines += ["A request service (gpucores 30) beside a busy loop at 70 (4096² sync/4), both "
+                  "`default`: the service's throughput and request time (p50 / p99 ms) against "
+                  "itself alone, the loop's throughput against itself alone (✗: the service "
+                  "under 95 % of alone)", "",
+                  "| service (GPU busy alone %) | service, % of alone | request ms alone | "
+                  "request ms beside the loop | loop, % of alone |",
+                  "| --- | --- | --- | --- | --- |"]
+        for x in res["light"]:
+            lines.append(f"| {x['service']} ({x['service_busy_alone_pct']}) | "
+                         f"{x['service_pct_of_alone']}{'' if x['ok'] else ' ✗'} | "
+                         f"{x['request_ms_alone'][0]} / {x['request_ms_alone'][1]} | "
+                         f"{x['request_ms'][0]} / {x['request_ms'][1]} | "
+                         f"{x['busy_pct_of_alone']} |")
         lines.append("")
     if res.get("newcomer"):
         lines += [f"A container at 70 (default policy) alone for {NEWCOMER_AFTER_S:g} s, never "
@@ -1018,6 +1067,8 @@ def main(argv: list[str] | None = None) -> int:
                                   out=res.setdefault("shared_cold", []))
             if "priority" in only:
                 res["priority"] = bench_priority(r)
+            if "light" in only:
+                bench_light(r, out=res.setdefault("light", []))
             if "gatewait" in only:
                 bench_gate_wait(r, args.gate_wait_rounds, out=res.setdefault("gate_wait", []))
     except SystemExit:

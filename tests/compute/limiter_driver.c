@@ -19,6 +19,11 @@
  *   limiter_driver cpuwait AVG_X100 DELAY_NS WALL_NS [DELAY_NS WALL_NS ...]
  *       (prints lim_cpu_wait_avg after each sample)
  *   limiter_driver cgroup2 TEXT   (prints lim_cgroup2_path, or "none")
+ *   limiter_driver use PERIOD_NS AVG_X100 CHARGED_NS WALL_NS [CHARGED_NS WALL_NS ...]
+ *       (prints lim_use_avg after each tick, for turns of PERIOD_NS, 0 none)
+ *   limiter_driver light WAS_LIGHT USE_X100 IDLE_X100 LIMIT   (prints lim_light)
+ *   limiter_driver idle PERIOD_NS AVG_X100 IDLE...   (prints lim_idle_avg after each 10-ms tick,
+ *       IDLE 1 or 0)
  *   limiter_driver lowest V1 [V2 ...]
  *   limiter_driver cost [sat=MHZ] SAMPLE[@MHZ]...
  *       one key; after each sample (ns, run at clock MHZ, default unknown) prints the estimate
@@ -131,7 +136,7 @@ static int cmd_decide(void)
 {
     static const uint32_t limits[] = {0, 30, 100};
     static const uint32_t agent_limits[] = {0, 20, LIM_AGENT_UNLIMITED};
-    uint32_t po, pr, li, al, ay, nk, oh, ol;
+    uint32_t po, pr, li, al, ay, nk, oh, ol, me, ot;
 
     for (po = 0; po < 3; po++)
         for (pr = 0; pr < 2; pr++)
@@ -140,14 +145,17 @@ static int cmd_decide(void)
                     for (ay = 0; ay < 3; ay++)
                         for (nk = 0; nk < 2; nk++)
                             for (oh = 0; oh < 2; oh++)
-                                for (ol = 0; ol < 2; ol++) {
-                                    struct lim_view v = {po, pr, limits[li], agent_limits[al],
-                                                         ay, nk, oh, ol};
-                                    struct lim_verdict r = lim_decide(&v);
-                                    printf("%u %u %u %u %u %u %u %u -> %u %u\n", po, pr,
-                                           limits[li], agent_limits[al], ay, nk, oh, ol,
-                                           r.limit_pct, r.yield);
-                                }
+                                for (ol = 0; ol < 2; ol++)
+                                    for (me = 0; me < 2; me++)
+                                        for (ot = 0; ot < 2; ot++) {
+                                            struct lim_view v = {po, pr, limits[li],
+                                                                 agent_limits[al], ay, nk, oh,
+                                                                 ol, me, ot};
+                                            struct lim_verdict r = lim_decide(&v);
+                                            printf("%u %u %u %u %u %u %u %u %u %u -> %u %u\n",
+                                                   po, pr, limits[li], agent_limits[al], ay, nk,
+                                                   oh, ol, me, ot, r.limit_pct, r.yield);
+                                        }
     return 0;
 }
 
@@ -273,6 +281,27 @@ int main(int argc, char **argv)
         uint32_t avg = (uint32_t)arg_u64(argv[2]);
         for (int i = 3; i + 1 < argc; i += 2) {
             avg = lim_cpu_wait_avg(avg, arg_u64(argv[i]), arg_u64(argv[i + 1]));
+            printf("%u\n", avg);
+        }
+        return 0;
+    }
+    if (argc >= 6 && argc % 2 == 0 && strcmp(argv[1], "use") == 0) {
+        uint32_t avg = (uint32_t)arg_u64(argv[3]);
+        for (int i = 4; i + 1 < argc; i += 2) {
+            avg = lim_use_avg(avg, arg_u64(argv[i]), arg_u64(argv[i + 1]), arg_u64(argv[2]));
+            printf("%u\n", avg);
+        }
+        return 0;
+    }
+    if (argc == 6 && strcmp(argv[1], "light") == 0) {
+        printf("%u\n", lim_light((uint32_t)arg_u64(argv[2]), (uint32_t)arg_u64(argv[3]),
+                                 (uint32_t)arg_u64(argv[4]), (uint32_t)arg_u64(argv[5])));
+        return 0;
+    }
+    if (argc >= 5 && strcmp(argv[1], "idle") == 0) {
+        uint32_t avg = (uint32_t)arg_u64(argv[3]);
+        for (int i = 4; i < argc; i++) {
+            avg = lim_idle_avg(avg, (int)arg_u64(argv[i]), 10000000u, arg_u64(argv[2]));
             printf("%u\n", avg);
         }
         return 0;

@@ -22,12 +22,15 @@ class Row(NamedTuple):
     node_known: int
     others_high: int
     others_low: int
+    light: int
+    others_light: int
     out_limit: int
     out_yield: int
 
     @property
     def alone(self) -> bool:
-        return bool(self.node_known) and self.others_high == 0 and self.others_low == 0
+        return bool(self.node_known) and not (self.others_high or self.others_low
+                                              or self.others_light)
 
     @property
     def no_agent(self) -> bool:
@@ -40,7 +43,7 @@ def rows(limiter_driver) -> list[Row]:
     for line in limiter_driver.run("decide").splitlines():
         left, right = line.split("->")
         out.append(Row(*map(int, left.split()), *map(int, right.split())))
-    assert len(out) == 3 * 2 * 3 * 3 * 3 * 2 * 2 * 2
+    assert len(out) == 3 * 2 * 3 * 3 * 3 * 2 * 2 * 2 * 2 * 2
     return out
 
 
@@ -69,8 +72,23 @@ def test_high_priority_is_not_held_to_gpucores_and_never_yields(rows: list[Row])
 
 def test_low_priority_yields_while_high_priority_is_active(rows: list[Row]) -> None:
     for r in rows:
-        if r.policy != DISABLE and r.no_agent and r.priority == LOW:
+        if r.policy == FORCE and r.no_agent and r.priority == LOW:
             assert r.out_yield == (1 if r.others_high else 0), r
+
+
+def test_under_default_a_busy_light_neighbour_claims_like_a_high_one(rows: list[Row]) -> None:
+    # a light container (using under half its share lately) claims the GPU while busy: default
+    # lows wait for it as for a high one, but light ones not for each other (nor forced ones)
+    for r in rows:
+        if r.policy == DEFAULT and r.no_agent and r.priority == LOW:
+            want = r.others_high or (r.others_light and not r.light)
+            assert r.out_yield == (1 if want else 0), r
+
+
+def test_a_light_container_is_held_to_its_share_beside_whoever_is_busy(rows: list[Row]) -> None:
+    for r in rows:
+        if r.policy == DEFAULT and r.priority == LOW and r.no_agent and r.light and not r.alone:
+            assert r.out_limit == held(r.limit), r
 
 
 def test_force_holds_every_priority_even_alone(rows: list[Row]) -> None:
