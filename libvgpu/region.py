@@ -176,7 +176,7 @@ COMPUTE_YIELD = {"auto": 0, "yield": 1, "run": 2}
 COMPUTE_POLICIES = ("default", "force", "disable")
 COMPUTE_FLAG_SHARING, COMPUTE_FLAG_LIMITED = 0x1, 0x2
 COMPUTE_FLAG_YIELDING, COMPUTE_FLAG_NODE_UNKNOWN = 0x4, 0x8
-COMPUTE_FLAG_TURNS = 0x10
+COMPUTE_FLAG_TURNS, COMPUTE_FLAG_LIGHT = 0x10, 0x20
 
 
 @dataclass(frozen=True)
@@ -196,6 +196,7 @@ class ComputeState:
     cost_scale: float = 1.0  # correction of charged costs: DVFS x busy feedback (1.0: none)
     sat_mhz: int = 0  # SM clock the shims saw on the saturated GPU (0: none yet)
     turns: bool = False  # takes turns with other paced containers on the GPU
+    light: bool = False  # uses little of its share: claims the GPU while busy (docs/compute.md)
 
 
 class RegionError(Exception):
@@ -585,6 +586,7 @@ class Region:
             yielding=bool(d.flags & COMPUTE_FLAG_YIELDING),
             node_unknown=bool(d.flags & COMPUTE_FLAG_NODE_UNKNOWN),
             turns=bool(d.flags & COMPUTE_FLAG_TURNS),
+            light=bool(d.flags & COMPUTE_FLAG_LIGHT),
             charged_ns=int(d.charged_ns),
             waited_ns=int(d.waited_ns),
             launches=int(d.launches),

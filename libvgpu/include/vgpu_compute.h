@@ -48,6 +48,7 @@ enum vgpu_compute_policy {
 #define VGPU_COMPUTE_FLAG_YIELDING     0x4u /* launches wait for a high-priority container */
 #define VGPU_COMPUTE_FLAG_NODE_UNKNOWN 0x8u /* the node region is unavailable */
 #define VGPU_COMPUTE_FLAG_TURNS        0x10u /* takes turns with other paced containers */
+#define VGPU_COMPUTE_FLAG_LIGHT        0x20u /* light: claims the GPU while busy (limiter.h) */
 
 /* Per device of the container: 64 bytes. */
 struct vgpu_compute_device {

@@ -63,9 +63,9 @@ struct vgpu_cdev {
     uint32_t light;   /* paced and using little of its share: claims like a high (lim_light;
                        * atomic; ticker) */
     uint32_t use_x100; /* the container's recent use of the GPU (lim_use_avg; ticker only) */
-    uint32_t idle_x100; /* this process's recent idle share (lim_idle_avg; ticker only) */
-    uint64_t use_charged, use_at; /* ... its charged_ns at use_at, 0: start again */
-    uint32_t in_gate; /* threads inside vgpu_gate_pass (atomic) */
+    uint32_t idle_x100; /* ... and its idle share (lim_idle_avg; ticker only) */
+    uint64_t use_charged, use_waited, use_at; /* its charged_ns, waited_ns at use_at, 0: anew */
+    uint64_t use_since; /* when the averages started, 0 not yet */
     uint64_t turn;    /* paced containers take turns: vgpu_turn_pack(), 0 none (atomic) */
     uint64_t longest; /* charged cost of the longest recent launch, decaying (atomic) */
     uint32_t scale_ppm; /* correction of charged costs: the busy feedback (atomic) */

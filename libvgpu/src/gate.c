@@ -187,9 +187,9 @@ static uint64_t must_wait(struct vgpu_cdev *c, uint64_t now, uint64_t cost)
     return w == 0 ? 0 : now + (w < SLEEP_CHUNK_NS ? w : SLEEP_CHUNK_NS);
 }
 
-/* The gate proper (vgpu_gate_pass). */
-static void gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d, uint64_t now,
-                      struct vgpu_capture_mode *m)
+/* The gate proper, for a launch of `key` on `stream` on device `d` (vgpu_compute_enter). */
+void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d, uint64_t now,
+                    struct vgpu_capture_mode *m)
 {
     struct vgpu_cdev *c = &vgpu_cs.dev[d];
     uint64_t est, raw = 0, wait, outstanding, queued;
@@ -332,14 +332,3 @@ static void gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevi
     vgpu_measure_start(c, g, key, stream, m);
 }
 
-/* The gate, for a launch of `key` on `stream` on device `d` (vgpu_compute_enter); counted in
- * in_gate, which the ticker reads as "has work" (limiter.h, light containers). */
-void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d, uint64_t now,
-                    struct vgpu_capture_mode *m)
-{
-    struct vgpu_cdev *c = &vgpu_cs.dev[d];
-
-    ADD(&c->in_gate, 1u);
-    gate_pass(g, key, stream, d, now, m);
-    __atomic_fetch_sub(&c->in_gate, 1u, __ATOMIC_RELAXED);
-}

@@ -441,30 +441,25 @@ struct lim_verdict lim_decide(const struct lim_view *v)
     return out;
 }
 
-/* The weight of one tick of `wall_ns` in the use and idle averages of a member of turns of
- * `period_ns` (0 none). */
-static uint32_t use_weight(uint64_t wall_ns, uint64_t period_ns)
+uint32_t lim_use_avg(uint32_t use_x100, uint64_t charged_ns, uint64_t wall_ns)
 {
-    uint64_t w = wall_ns ? LIM_USE_PERIODS * period_ns / wall_ns : 0;
-    return w > LIM_USE_WEIGHT ? (w < 100000u ? (uint32_t)w : 100000u) : LIM_USE_WEIGHT;
+    return share_avg(use_x100, charged_ns, wall_ns, LIM_USE_WEIGHT);
 }
 
-uint32_t lim_use_avg(uint32_t use_x100, uint64_t charged_ns, uint64_t wall_ns,
-                     uint64_t period_ns)
+uint32_t lim_idle_avg(uint32_t idle_x100, uint64_t charged_ns, uint64_t waited_ns,
+                      uint64_t wall_ns)
 {
-    return share_avg(use_x100, charged_ns, wall_ns, use_weight(wall_ns, period_ns));
-}
-
-uint32_t lim_idle_avg(uint32_t idle_x100, int idle, uint64_t wall_ns, uint64_t period_ns)
-{
-    return wall_ns ? share_avg(idle_x100, idle ? 1u : 0u, 1u, use_weight(wall_ns, period_ns))
-                   : idle_x100;
+    if (waited_ns >= wall_ns)
+        return idle_x100;
+    uint64_t free = wall_ns - waited_ns;
+    return share_avg(idle_x100, charged_ns < free ? free - charged_ns : 0u, free,
+                     LIM_USE_WEIGHT);
 }
 
 uint32_t lim_light(uint32_t was_light, uint32_t use_x100, uint32_t idle_x100,
-                   uint32_t limit_pct)
+                   uint32_t limit_pct, uint64_t since_ns)
 {
-    if (limit_pct == 0 || limit_pct >= 100)
+    if (limit_pct == 0 || limit_pct >= 100 || since_ns < LIM_LIGHT_SETTLE_NS)
         return 0;
     if (was_light)
         return use_x100 < limit_pct * LIM_LIGHT_LEAVE_PCT &&

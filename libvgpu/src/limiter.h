@@ -332,30 +332,34 @@ struct lim_verdict lim_decide(const struct lim_view *v);
  * LIM_LIGHT_IDLE_LEAVE_PCT of the time.  The idle test keeps a busy container that a neighbour's
  * work held back from being taken for a light one (simulated GPU, 3-ms kernels at 30 + 70: on
  * use alone, each one in turn was found light while the other's queue ran, and the 30 one got
- * 0.24).  Its use is the GPU time its launches were charged (as measured), averaged with weight
- * 1/LIM_USE_WEIGHT per tick (10 ms: ~80 ms to follow), or, while it takes turns, over
- * LIM_USE_PERIODS turn periods at least (a member launches only in its window: with a long
- * period, up to 640 ms, a short average reads its off-window time as unused).  Idle: the share of
- * the ticks that find none of the process's threads in the gate (waiting for a window, a pace
- * or a claim is neither idle nor busy) and none of its estimated work queued (its busy horizon
- * passed), averaged the same way.  A container starts paced at its whole share and
- * busy (not light). */
+ * 0.24), and a member of long turns (up to 640 ms, for long kernels) from being taken for one
+ * between its windows.  Its use is the GPU time its launches were charged (as measured),
+ * averaged with weight 1/LIM_USE_WEIGHT per tick (10 ms: ~80 ms to follow).  Idle: the share
+ * of the time not spent waiting in the gate (for a window, a pace or a claim: neither idle nor
+ * busy) that its launches did not fill with GPU time, averaged the same way.  (Sampling at each
+ * tick whether a thread was in the gate or work was queued aliased with the turns: both follow
+ * the same clock, and a service's ticks could land in its waits every time.)  A container starts
+ * paced at its whole share and busy, and is not found light before its averages have run
+ * LIM_LIGHT_SETTLE_NS: its first ticks include a start's own stalls (sim, 3-ms kernels: a busy
+ * 70 % one read 34 % used and 65 % idle ~80 ms after it was first paced). */
 #define LIM_LIGHT_ENTER_PCT      50u
 #define LIM_LIGHT_LEAVE_PCT      60u
 #define LIM_LIGHT_IDLE_ENTER_PCT 50u
 #define LIM_LIGHT_IDLE_LEAVE_PCT 30u
 #define LIM_USE_WEIGHT           8u
-#define LIM_USE_PERIODS          3u
+#define LIM_LIGHT_SETTLE_NS      300000000ull
 /* The use after one tick: `charged_ns` charged over `wall_ns`, in hundredths of a percent
- * (wall_ns 0: unchanged), for a member of turns of `period_ns` (0: none). */
-uint32_t lim_use_avg(uint32_t use_x100, uint64_t charged_ns, uint64_t wall_ns,
-                     uint64_t period_ns);
-/* The idle share after one tick that found the process idle or not (same weights). */
-uint32_t lim_idle_avg(uint32_t idle_x100, int idle, uint64_t wall_ns, uint64_t period_ns);
-/* Whether a container paced at `limit_pct` with that use and idle share is light, from whether
- * it was (the hysteresis above). */
+ * (wall_ns 0: unchanged). */
+uint32_t lim_use_avg(uint32_t use_x100, uint64_t charged_ns, uint64_t wall_ns);
+/* The idle share after one tick of `wall_ns` in which the container's launches were charged
+ * `charged_ns` and it waited `waited_ns` in the gate (same weight; unchanged when it waited the
+ * whole tick). */
+uint32_t lim_idle_avg(uint32_t idle_x100, uint64_t charged_ns, uint64_t waited_ns,
+                      uint64_t wall_ns);
+/* Whether a container paced at `limit_pct` with that use and idle share, averaged for
+ * `since_ns`, is light, from whether it was (the hysteresis above). */
 uint32_t lim_light(uint32_t was_light, uint32_t use_x100, uint32_t idle_x100,
-                   uint32_t limit_pct);
+                   uint32_t limit_pct, uint64_t since_ns);
 
 /* ---- priority: a low one's queue beside a claiming high ------------------------------------- */
 

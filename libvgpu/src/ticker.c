@@ -43,9 +43,8 @@ static uint64_t turn_of(const struct vgpu_cdev *c, uint64_t now, uint32_t limit)
 }
 
 /* The container's recent use of the device (lim_use_avg over the GPU time charged to it, every
- * process of the container alike), this process's idle share (lim_idle_avg, over the ticks that
- * find no thread of it in the gate: idle when none of its estimated work is queued) and, from
- * them, whether it is light (lim_light), while it is
+ * process of the container alike), its idle share (lim_idle_avg: the time it did not wait in the
+ * gate nor fill with GPU time) and, from them, whether it is light (lim_light), while it is
  * paced and knows its neighbours; otherwise it starts again from the whole GPU, busy.  Held as
  * it is while the process yields (waiting for a claim is no lack of work) and before its first
  * launch (a process that is still loading is not idle). */
@@ -53,12 +52,12 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
                            int node_known)
 {
     uint32_t limit = LD(&c->limit), light;
-    uint64_t charged = LD(&b->charged_ns);
+    uint64_t charged = LD(&b->charged_ns), waited = LD(&b->waited_ns);
 
     if (limit == 0 || !node_known) {
         c->use_x100 = 10000u;
         c->idle_x100 = 0;
-        c->use_at = 0;
+        c->use_at = c->use_since = 0;
         ST(&c->light, 0u);
         return 0;
     }
@@ -66,16 +65,17 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
         c->use_at = 0;
         return LD(&c->light);
     }
-    if (c->use_at != 0 && charged >= c->use_charged) {
-        uint64_t period = LD(&c->turn) ? vgpu_turn_unpack(LD(&c->turn)).period_ns : 0u;
-        c->use_x100 = lim_use_avg(c->use_x100, charged - c->use_charged, now - c->use_at, period);
-        if (!LD(&c->in_gate)) /* waiting for a turn, a pace or a claim: neither */
-            c->idle_x100 = lim_idle_avg(c->idle_x100, LD(&c->horizon) <= now, now - c->use_at,
-                                        period);
+    if (c->use_at != 0 && charged >= c->use_charged && waited >= c->use_waited) {
+        c->use_x100 = lim_use_avg(c->use_x100, charged - c->use_charged, now - c->use_at);
+        c->idle_x100 = lim_idle_avg(c->idle_x100, charged - c->use_charged,
+                                    waited - c->use_waited, now - c->use_at);
     }
     c->use_charged = charged;
+    c->use_waited = waited;
     c->use_at = now;
-    light = lim_light(LD(&c->light), c->use_x100, c->idle_x100, limit);
+    if (c->use_since == 0)
+        c->use_since = now;
+    light = lim_light(LD(&c->light), c->use_x100, c->idle_x100, limit, now - c->use_since);
     if (light != LD(&c->light))
         vgpu_log(VGPU_LOG_INFO, "compute: used %u.%02u %% of the GPU lately at a %u %% share, "
                  "idle %u %% of the time: %s", c->use_x100 / 100u, c->use_x100 % 100u, limit,
@@ -291,6 +291,8 @@ void vgpu_tick(uint64_t now)
         ST(&c->turn, v.node_known && r.limit_pct && !r.yield ? turn_of(c, now, r.limit_pct) : 0u);
         if (LD(&c->turn))
             flags |= VGPU_COMPUTE_FLAG_TURNS;
+        if (v.light)
+            flags |= VGPU_COMPUTE_FLAG_LIGHT;
         ST(&c->track, census.present > 0 ? 1u : 0u);
         ST(&c->sharing, census.high + census.low + census.light > 0 ? 1u : 0u);
         if (census.high + census.low + census.light)

@@ -19,11 +19,11 @@
  *   limiter_driver cpuwait AVG_X100 DELAY_NS WALL_NS [DELAY_NS WALL_NS ...]
  *       (prints lim_cpu_wait_avg after each sample)
  *   limiter_driver cgroup2 TEXT   (prints lim_cgroup2_path, or "none")
- *   limiter_driver use PERIOD_NS AVG_X100 CHARGED_NS WALL_NS [CHARGED_NS WALL_NS ...]
- *       (prints lim_use_avg after each tick, for turns of PERIOD_NS, 0 none)
- *   limiter_driver light WAS_LIGHT USE_X100 IDLE_X100 LIMIT   (prints lim_light)
- *   limiter_driver idle PERIOD_NS AVG_X100 IDLE...   (prints lim_idle_avg after each 10-ms tick,
- *       IDLE 1 or 0)
+ *   limiter_driver use AVG_X100 CHARGED_NS WALL_NS [CHARGED_NS WALL_NS ...]
+ *       (prints lim_use_avg after each tick)
+ *   limiter_driver light WAS_LIGHT USE_X100 IDLE_X100 LIMIT SINCE_NS   (prints lim_light)
+ *   limiter_driver idle AVG_X100 CHARGED_NS WAITED_NS WALL_NS [...]
+ *       (prints lim_idle_avg after each tick)
  *   limiter_driver lowest V1 [V2 ...]
  *   limiter_driver cost [sat=MHZ] SAMPLE[@MHZ]...
  *       one key; after each sample (ns, run at clock MHZ, default unknown) prints the estimate
@@ -285,23 +285,24 @@ int main(int argc, char **argv)
         }
         return 0;
     }
-    if (argc >= 6 && argc % 2 == 0 && strcmp(argv[1], "use") == 0) {
-        uint32_t avg = (uint32_t)arg_u64(argv[3]);
-        for (int i = 4; i + 1 < argc; i += 2) {
-            avg = lim_use_avg(avg, arg_u64(argv[i]), arg_u64(argv[i + 1]), arg_u64(argv[2]));
+    if (argc >= 5 && argc % 2 == 1 && strcmp(argv[1], "use") == 0) {
+        uint32_t avg = (uint32_t)arg_u64(argv[2]);
+        for (int i = 3; i + 1 < argc; i += 2) {
+            avg = lim_use_avg(avg, arg_u64(argv[i]), arg_u64(argv[i + 1]));
             printf("%u\n", avg);
         }
         return 0;
     }
-    if (argc == 6 && strcmp(argv[1], "light") == 0) {
+    if (argc == 7 && strcmp(argv[1], "light") == 0) {
         printf("%u\n", lim_light((uint32_t)arg_u64(argv[2]), (uint32_t)arg_u64(argv[3]),
-                                 (uint32_t)arg_u64(argv[4]), (uint32_t)arg_u64(argv[5])));
+                                 (uint32_t)arg_u64(argv[4]), (uint32_t)arg_u64(argv[5]),
+                                 arg_u64(argv[6])));
         return 0;
     }
-    if (argc >= 5 && strcmp(argv[1], "idle") == 0) {
-        uint32_t avg = (uint32_t)arg_u64(argv[3]);
-        for (int i = 4; i < argc; i++) {
-            avg = lim_idle_avg(avg, (int)arg_u64(argv[i]), 10000000u, arg_u64(argv[2]));
+    if (argc >= 6 && argc % 3 == 0 && strcmp(argv[1], "idle") == 0) {
+        uint32_t avg = (uint32_t)arg_u64(argv[2]);
+        for (int i = 3; i + 2 < argc; i += 3) {
+            avg = lim_idle_avg(avg, arg_u64(argv[i]), arg_u64(argv[i + 1]), arg_u64(argv[i + 2]));
             printf("%u\n", avg);
         }
         return 0;

@@ -36,3 +36,11 @@ def limit_shares(loop: Any, make_sim_gpu: Callable[[], Any], limits: tuple[int, 
             procs[limit] = run.start(gpu, path, grid, seconds, **extra)
         runs.append({str(limit): float(run.result(p)["share"]) for limit, p in procs.items()})
     return runs
+
+
+def compute_state(region: Path) -> Any:
+    """A container region's compute state of GPU 0 (RegionError until its process created it)."""
+    from libvgpu.region import Region
+
+    with Region.open(region) as r:
+        return r.compute_state(0)

@@ -7,19 +7,13 @@ from __future__ import annotations
 import time
 
 import pytest
-from rounds import ROUNDS, limit_shares, medians
+from rounds import ROUNDS, compute_state, limit_shares, medians
 from testbed import wait_for
 
 PERIOD_NS = 40_000_000
 BINS = 40  # 1 ms each
 
 
-def state(region):
-    """The region's compute state of GPU 0 (RegionError until its process has created it)."""
-    from libvgpu.region import Region
-
-    with Region.open(region) as r:
-        return r.compute_state(0)
 
 
 def phase_bins(path, since: int) -> list[int]:
@@ -46,7 +40,7 @@ def test_two_paced_containers_launch_in_disjoint_windows(loop, sim_gpu, tmp_path
     states = {}
 
     def both_take_turns() -> bool:
-        states.update({name: state(path) for name, path in regions.items()})
+        states.update({name: compute_state(path) for name, path in regions.items()})
         return all(st.turns for st in states.values())
 
     # (the phase analysis below still starts 1 s after the start, whenever this returns)
@@ -77,7 +71,7 @@ def test_a_container_alone_takes_no_turns(loop, sim_gpu, tmp_path) -> None:
 
     def paced():
         # at its 30 % and 100 launches in: many ticks, turns would have been decided
-        st = state(path)
+        st = compute_state(path)
         return st if st.effective_pct == 30 and st.launches >= 100 else None
 
     alone = wait_for(paced, 2, "the container paced at 30 % and launching")
