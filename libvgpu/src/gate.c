@@ -108,13 +108,19 @@ static int sample_due(struct vgpu_cdev *c)
     return 1;
 }
 
-static uint64_t add_waited(struct vgpu_cdev *c, uint64_t from)
+/* Counts the time waited since *mark in waited_ns and moves *mark to now.  Waits call it after
+ * each step, not once at their end, so that the ticker sees waiting as it goes: a 28-ms wait for
+ * a turn counted at its end left the ticks during it looking idle (limiter.h, light). */
+static void credit_wait(struct vgpu_cdev *c, uint64_t *mark)
 {
-    uint64_t w = vgpu_compute_now() - from;
-    ADD(&c->blk->waited_ns, w);
+    uint64_t t = vgpu_compute_now();
+
+    if (t <= *mark)
+        return;
+    ADD(&c->blk->waited_ns, t - *mark);
     if (vgpu_cs.proc != NULL)
-        ADD(&vgpu_cs.proc->compute.waited_ns, w);
-    return w;
+        ADD(&vgpu_cs.proc->compute.waited_ns, t - *mark);
+    *mark = t;
 }
 
 /* A wait for a turn or a pace: asleep, or runnable and yielding the CPU (GPUWARDEN_GATE_WAIT
@@ -140,7 +146,7 @@ static void gate_wait_until(uint64_t t)
  * the time after the wait.  Gives up when the turns, the limit or the yield verdict change. */
 static uint64_t wait_turn(struct vgpu_cdev *c, uint64_t cost, uint64_t from)
 {
-    uint64_t now = from;
+    uint64_t now = from, mark = from;
 
     for (;;) {
         uint64_t turn = LD(&c->turn), hz = LD(&c->horizon), w;
@@ -153,10 +159,9 @@ static uint64_t wait_turn(struct vgpu_cdev *c, uint64_t cost, uint64_t from)
             break;
         __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
         gate_wait_until(now + (w > SLEEP_CHUNK_NS ? SLEEP_CHUNK_NS : w));
+        credit_wait(c, &mark);
         now = vgpu_compute_now();
     }
-    if (now != from)
-        add_waited(c, from);
     return now;
 }
 
@@ -202,16 +207,17 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
     queued = queued_work(est, known);
     wait = must_wait(c, now, queued);
     if (wait != 0) {
+        uint64_t mark = now;
         if (vgpu_cs.proc != NULL)
             ST(&vgpu_cs.proc->compute.yielding, 1u);
         do {
             __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
             vgpu_cs_sleep_until(wait); /* a claim's end, or the short queue's */
+            credit_wait(c, &mark);
             wait = must_wait(c, vgpu_compute_now(), queued);
         } while (wait != 0);
         if (vgpu_cs.proc != NULL)
             ST(&vgpu_cs.proc->compute.yielding, 0u);
-        add_waited(c, now);
         now = vgpu_compute_now();
     }
     limit = LD(&c->limit);
@@ -232,10 +238,11 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
         /* a wait like the pacer's, counted in waited_ns; the pacer below books at the time the
          * launch came (the time waited for its own work to drain is no idle GPU, so it keeps
          * the credit) */
+        uint64_t mark = now;
         while (queue_ahead(c, vgpu_compute_now()) > QUEUE_NS && LD(&c->count) > 0 &&
                !LD(&c->stalled) && await_measured(c, now, m))
-            ;
-        add_waited(c, now);
+            credit_wait(c, &mark);
+        credit_wait(c, &mark);
     }
 
     /* A paced launch of unknown cost is charged provisionally (settled when its measurement is
@@ -245,16 +252,17 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
     if (limit != 0 && !known && LD(&c->provisional) >= PROVISIONAL_MAX && !LD(&c->stalled)) {
         vgpu_measure_poll_due(c, 0, 1, m); /* short kernels: most are done already */
         if (LD(&c->provisional) >= PROVISIONAL_MAX) {
-            uint64_t from = vgpu_compute_now();
+            uint64_t from = vgpu_compute_now(), mark = from;
             while (LD(&c->provisional) >= PROVISIONAL_MAX && LD(&c->count) > 0 &&
                    !LD(&c->stalled)) {
                 __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
                 if (!await_measured(c, from, m))
                     break;
+                credit_wait(c, &mark);
             }
             est = lim_cost_estimate(&vgpu_cs.costs, key, &known, &raw);
             queued = queued_work(est, known);
-            add_waited(c, from);
+            credit_wait(c, &mark);
             now = vgpu_compute_now();
         }
     }
@@ -284,11 +292,12 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
             wait = lim_pacer_book(&c->blk->tat_ns, now, charge, limit, TOLERANCE_NS);
         }
         if (wait > 0) {
-            uint64_t until = now + wait;
+            uint64_t until = now + wait, mark = now;
             for (uint64_t t = now; t < until && LD(&c->limit) != 0 && !LD(&c->yield);
-                 t = vgpu_compute_now())
+                 t = vgpu_compute_now()) {
                 gate_wait_until(until - t > SLEEP_CHUNK_NS ? t + SLEEP_CHUNK_NS : until);
-            add_waited(c, now);
+                credit_wait(c, &mark);
+            }
             now = vgpu_compute_now();
             if (turns)
                 now = wait_turn(c, charge, now);

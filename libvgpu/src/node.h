@@ -19,10 +19,13 @@
  * burst then waits for their short queue (LIM_LOW_QUEUE_NS, docs/compute.md "Priority"). */
 #define VGPU_NODE_CLAIM_GRACE_NS 1000000ull
 /* ... a light container's claim (limiter.h, lim_light): the GPU time its neighbours lose after
- * each of its requests is this plus its ticker's watch (~0.25 ms), not ~1.5 ms (simulated GPU,
- * a 30 % service of one 1-ms kernel every 10 ms beside a 70 % loop: the loop got 0.71 with the
- * high one's grace, 0.82 with this); it still covers a loop's CPU time between kernels. */
-#define VGPU_NODE_LIGHT_GRACE_NS 250000ull
+ * each of its requests is about this plus its ticker's watch (WATCH_LIGHT_NS), not ~1.5 ms.
+ * Simulated GPU, a 30 % service of one 1-ms kernel every 10 ms beside a 70 % loop: the loop got
+ * 0.71 with the high one's grace, 0.83 with 0.25 ms, 0.84 with 0.1 ms.  H200, a service of one
+ * 1024² matmul every 2 ms beside a 70 % loop of 4096² matmuls, in one call: the loop kept 67.1 %
+ * of its alone throughput with 0.25 ms, 71.5-72.0 with 0.1 ms.  It still covers a loop's own
+ * CPU time between a synchronisation and its next launch (tens of us). */
+#define VGPU_NODE_LIGHT_GRACE_NS 100000ull
 
 /* Maps the node region at `path`, creating and initialising it if needed.  Returns it, or NULL
  * with a message naming the path in `err`. */

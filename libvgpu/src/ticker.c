@@ -19,7 +19,7 @@
 /* ---- tunables (docs/compute.md explains each) ---------------------------------------------- */
 #define TICK_NS        10000000ull /* ticker period: sharing/limit changes apply within this */
 #define WATCH_NS       1000000ull  /* a high one with late work re-checks it this often */
-#define WATCH_LIGHT_NS 250000ull   /* ... a light one (its claim's grace is shorter: node.h) */
+#define WATCH_LIGHT_NS 100000ull   /* ... a light one (its claim's grace is shorter: node.h) */
 
 /* The period class this process's longest recent kernels ask for at `limit`. */
 static uint32_t turn_class(const struct vgpu_cdev *c, uint32_t limit)
@@ -45,7 +45,8 @@ static uint64_t turn_of(const struct vgpu_cdev *c, uint64_t now, uint32_t limit)
 /* The container's recent use of the device (lim_use_avg over the GPU time charged to it, every
  * process of the container alike), its idle share (lim_idle_avg: the time it did not wait in the
  * gate nor fill with GPU time) and, from them, whether it is light (lim_light), while it is
- * paced and knows its neighbours; otherwise it starts again from the whole GPU, busy.  Held as
+ * paced under `default` and knows its neighbours (under `force` a share is a cap: capped
+ * neighbours would not use what it leaves); otherwise it starts again from the whole GPU, busy.  Held as
  * it is while the process yields (waiting for a claim is no lack of work) and before its first
  * launch (a process that is still loading is not idle). */
 static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device *b, uint64_t now,
@@ -54,7 +55,7 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
     uint32_t limit = LD(&c->limit), light;
     uint64_t charged = LD(&b->charged_ns), waited = LD(&b->waited_ns);
 
-    if (limit == 0 || !node_known) {
+    if (limit == 0 || !node_known || vgpu_cs.policy != LIM_POLICY_DEFAULT) {
         c->use_x100 = 10000u;
         c->idle_x100 = 0;
         c->use_at = c->use_since = 0;
