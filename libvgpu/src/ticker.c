@@ -46,9 +46,9 @@ static uint64_t turn_of(const struct vgpu_cdev *c, uint64_t now, uint32_t limit)
  * process of the container alike), its idle share (lim_idle_avg: the time it did not wait in the
  * gate nor fill with GPU time) and, from them, whether it is light (lim_light), while it is
  * paced under `default` and knows its neighbours (under `force` a share is a cap: capped
- * neighbours would not use what it leaves); otherwise it starts again from the whole GPU, busy.  Held as
- * it is while the process yields (waiting for a claim is no lack of work) and before its first
- * launch (a process that is still loading is not idle). */
+ * neighbours would not use what it leaves); otherwise it starts again from the whole GPU,
+ * busy.  Held as it is while the process yields (waiting for a claim is no lack of work) and
+ * before its first launch (a process that is still loading is not idle). */
 static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device *b, uint64_t now,
                            int node_known)
 {

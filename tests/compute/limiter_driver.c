@@ -132,6 +132,18 @@ static int cmd_shared(char **a)
     return 0;
 }
 
+/* An average share after each PART WHOLE pair of argv[3..], from argv[2]. */
+static int cmd_avg(int argc, char **argv, uint32_t (*avg_of)(uint32_t, uint64_t, uint64_t))
+{
+    uint32_t avg = (uint32_t)arg_u64(argv[2]);
+
+    for (int i = 3; i + 1 < argc; i += 2) {
+        avg = avg_of(avg, arg_u64(argv[i]), arg_u64(argv[i + 1]));
+        printf("%u\n", avg);
+    }
+    return 0;
+}
+
 static int cmd_decide(void)
 {
     static const uint32_t limits[] = {0, 30, 100};
@@ -277,22 +289,10 @@ int main(int argc, char **argv)
                                         arg_u64(argv[4]), arg_u64(argv[5])));
         return 0;
     }
-    if (argc >= 5 && argc % 2 == 1 && strcmp(argv[1], "cpuwait") == 0) {
-        uint32_t avg = (uint32_t)arg_u64(argv[2]);
-        for (int i = 3; i + 1 < argc; i += 2) {
-            avg = lim_cpu_wait_avg(avg, arg_u64(argv[i]), arg_u64(argv[i + 1]));
-            printf("%u\n", avg);
-        }
-        return 0;
-    }
-    if (argc >= 5 && argc % 2 == 1 && strcmp(argv[1], "use") == 0) {
-        uint32_t avg = (uint32_t)arg_u64(argv[2]);
-        for (int i = 3; i + 1 < argc; i += 2) {
-            avg = lim_use_avg(avg, arg_u64(argv[i]), arg_u64(argv[i + 1]));
-            printf("%u\n", avg);
-        }
-        return 0;
-    }
+    if (argc >= 5 && argc % 2 == 1 && strcmp(argv[1], "cpuwait") == 0)
+        return cmd_avg(argc, argv, lim_cpu_wait_avg);
+    if (argc >= 5 && argc % 2 == 1 && strcmp(argv[1], "use") == 0)
+        return cmd_avg(argc, argv, lim_use_avg);
     if (argc == 7 && strcmp(argv[1], "light") == 0) {
         printf("%u\n", lim_light((uint32_t)arg_u64(argv[2]), (uint32_t)arg_u64(argv[3]),
                                  (uint32_t)arg_u64(argv[4]), (uint32_t)arg_u64(argv[5]),
