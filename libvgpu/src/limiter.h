@@ -17,6 +17,8 @@
  *               at a time has work queued (no time-slicing between them).
  *  - clock:     the DVFS correction of charged costs (measured or power-estimated f_sat).
  *  - decide:    the policy/priority table (docs/compute.md) as one function.
+ *  - light:     whether a paced container uses so little of its share that it claims the GPU
+ *               while busy instead of taking turns (what it leaves goes to the others).
  *  - parse:     the compute environment variables, strict, with the safe-side fallbacks.
  */
 #ifndef VGPU_LIMITER_H
