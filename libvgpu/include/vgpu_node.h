@@ -32,8 +32,9 @@
 /* slot.flags (informational, written by the owner) */
 #define VGPU_NODE_FLAG_LIMITED  0x1u
 #define VGPU_NODE_FLAG_YIELDING 0x2u
-#define VGPU_NODE_FLAG_LIGHT    0x4u /* with LIMITED: uses under half its share lately (limiter.h,
-                                      * lim_light): out of the turns, claims like a high */
+#define VGPU_NODE_FLAG_LIGHT    0x4u /* with LIMITED: uses little of its share and is mostly
+                                      * idle (limiter.h, lim_light): out of the turns, claims
+                                      * like a high */
 
 /* 64 bytes */
 struct vgpu_node_slot {

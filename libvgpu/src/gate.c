@@ -340,4 +340,3 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
         return;
     vgpu_measure_start(c, g, key, stream, m);
 }
-

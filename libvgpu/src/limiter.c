@@ -396,18 +396,6 @@ uint32_t lim_cost_sample(struct lim_cost_table *t, uint64_t key, uint64_t sample
 
 /* ---- the policy / priority table ----------------------------------------------------------- */
 
-/* An average share in hundredths of a percent after one sample of `part` over `whole` (0:
- * unchanged), moving 1/`weight` of the way. */
-static uint32_t share_avg(uint32_t avg_x100, uint64_t part, uint64_t whole, uint32_t weight)
-{
-    if (whole == 0)
-        return avg_x100;
-    uint64_t sample = part >= whole ? 10000u : (uint64_t)((double)part * 1e4 / (double)whole);
-    int64_t avg = (int64_t)avg_x100;
-    avg += ((int64_t)sample - avg) / (int64_t)weight;
-    return (uint32_t)avg;
-}
-
 struct lim_verdict lim_decide(const struct lim_view *v)
 {
     struct lim_verdict out = {0, 0};
@@ -439,6 +427,20 @@ struct lim_verdict lim_decide(const struct lim_view *v)
     if (out.limit_pct >= 100)
         out.limit_pct = 0;
     return out;
+}
+
+/* ---- light containers ------------------------------------------------------------------------ */
+
+/* An average share in hundredths of a percent after one sample of `part` over `whole` (0:
+ * unchanged), moving 1/`weight` of the way (also lim_cpu_wait_avg's). */
+static uint32_t share_avg(uint32_t avg_x100, uint64_t part, uint64_t whole, uint32_t weight)
+{
+    if (whole == 0)
+        return avg_x100;
+    uint64_t sample = part >= whole ? 10000u : (uint64_t)((double)part * 1e4 / (double)whole);
+    int64_t avg = (int64_t)avg_x100;
+    avg += ((int64_t)sample - avg) / (int64_t)weight;
+    return (uint32_t)avg;
 }
 
 uint32_t lim_use_avg(uint32_t use_x100, uint64_t charged_ns, uint64_t wall_ns)

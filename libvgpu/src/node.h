@@ -64,7 +64,7 @@ struct vgpu_node_census {
     uint32_t low;     /* other active containers: priority 1, or priority 0 but held to a
                        * share (paced); a claiming high that is quieter counts for neither */
     uint32_t light;   /* other light containers (VGPU_NODE_FLAG_LIGHT) busy within
-                       * VGPU_NODE_CLAIM_GRACE_NS: they claim as highs do; quieter, neither */
+                       * VGPU_NODE_LIGHT_GRACE_NS: they claim as highs do; quieter, neither */
     uint32_t present; /* other containers with a live process on the GPU, active or not */
 };
 
@@ -76,13 +76,14 @@ void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
 /* The slots of other containers' processes on `uuid` that claim: highs not paced, and light
  * ones when `lights` (a light container does not wait for another), active or not; returns how
  * many were stored (at most `max`).  A low's launch path reads their active_ns to wait while one
- * is busy (VGPU_NODE_CLAIM_GRACE_NS). */
+ * is busy (plus VGPU_NODE_CLAIM_GRACE_NS, or VGPU_NODE_LIGHT_GRACE_NS for a light one). */
 uint32_t vgpu_node_claimers(const struct vgpu_node_region *r, const uint8_t uuid[16],
                             uint64_t my_container, uint64_t now_ns, int lights, uint32_t *slots,
                             uint32_t max);
 
 /* When the claims of the claimer slots end: the latest activity (launch, or the end of its
- * estimated queued work) of a claiming high among them plus VGPU_NODE_CLAIM_GRACE_NS; 0 when
+ * estimated queued work) of a claimer among them plus its grace (VGPU_NODE_CLAIM_GRACE_NS, or
+ * VGPU_NODE_LIGHT_GRACE_NS for a light one); 0 when
  * none is claiming after `now_ns`.  A low's launch waits until then. */
 uint64_t vgpu_node_claim_end(const struct vgpu_node_region *r, const uint32_t *slots, uint32_t n,
                              uint64_t now_ns);

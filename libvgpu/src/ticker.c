@@ -295,8 +295,9 @@ void vgpu_tick(uint64_t now)
         if (v.light)
             flags |= VGPU_COMPUTE_FLAG_LIGHT;
         ST(&c->track, census.present > 0 ? 1u : 0u);
-        ST(&c->sharing, census.high + census.low + census.light > 0 ? 1u : 0u);
-        if (census.high + census.low + census.light)
+        uint32_t others = census.high + census.low + census.light; /* active on the GPU */
+        ST(&c->sharing, others > 0 ? 1u : 0u);
+        if (others)
             flags |= VGPU_COMPUTE_FLAG_SHARING;
         if (r.limit_pct)
             flags |= VGPU_COMPUTE_FLAG_LIMITED;
