@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run on a GPU host with no registry access (the lead's H200 runs): build libvgpu with the host's
 # compiler, run the `gpu`-marked tests and the GPU benchmarks, and write logs under $OUT.
-#   scripts/gpu-host-check.sh [tests|bench-shim|bench-bpf|bench-compute|bench-shapes|bench-shapes-long|bench-sharing|bench-trace|bench-gatewait|bench-newcomer]...
+#   scripts/gpu-host-check.sh [tests|bench-shim|bench-bpf|bench-compute|bench-shapes|bench-shapes-long|bench-sharing|bench-trace|bench-gatewait|bench-newcomer|bench-light]...
 #   (default: tests)
 # Needs .gpu-bundle (see docs/development.md): BCC and the wheels this host lacks.
 set -uo pipefail
@@ -39,6 +39,8 @@ for step in "$@"; do
     bench-gatewait) timeout 300 python3 tests/benchmarks/bench_compute_shapes.py --only gatewait --cpu-load "$(nproc)" --gate-wait-rounds 2 --out "$OUT/gatewait" 2>&1 | tee "$OUT/bench-gatewait.log" ;;
     # a paced newcomer beside a container that queued alone without synchronising (about 80 s)
     bench-newcomer) timeout 200 python3 tests/benchmarks/bench_compute_shapes.py --only newcomer --out "$OUT/newcomer" 2>&1 | tee "$OUT/bench-newcomer.log" ;;
-    *) echo "unknown step $step (tests|bench-shim|bench-bpf|bench-compute|bench-shapes|bench-shapes-long|bench-sharing|bench-trace|bench-gatewait|bench-newcomer)"; exit 2 ;;
+    # request services at 30 beside a busy loop at 70, each against itself alone (about 150 s)
+    bench-light) timeout 240 python3 tests/benchmarks/bench_compute_shapes.py --only light --phase 1.5 --warm 0.5 --out "$OUT/light" 2>&1 | tee "$OUT/bench-light.log" ;;
+    *) echo "unknown step $step (tests|bench-shim|bench-bpf|bench-compute|bench-shapes|bench-shapes-long|bench-sharing|bench-trace|bench-gatewait|bench-newcomer|bench-light)"; exit 2 ;;
   esac
 done

@@ -409,7 +409,7 @@ struct lim_verdict lim_decide(const struct lim_view *v)
         out.yield = v->priority == LIM_PRIORITY_LOW && v->others_high > 0;
         break;
     default: /* LIM_POLICY_DEFAULT: the seed's semantics */
-        if (v->priority == LIM_PRIORITY_LOW && (sharing || v->others_light > 0))
+        if (v->priority == LIM_PRIORITY_LOW && (sharing || (v->light && v->others_light > 0)))
             out.limit_pct = v->limit_pct;
         /* a light neighbour claims like a high one; light ones do not yield to each other */
         out.yield = v->priority == LIM_PRIORITY_LOW &&

@@ -344,8 +344,8 @@ struct lim_verdict lim_decide(const struct lim_view *v);
  * paced at its whole share and busy, and is not found light before its averages have run
  * LIM_LIGHT_SETTLE_NS: its first ticks include a start's own stalls (sim, 3-ms kernels: a busy
  * 70 % one read 34 % used and 65 % idle ~80 ms after it was first paced). */
-#define LIM_LIGHT_ENTER_PCT      50u
-#define LIM_LIGHT_LEAVE_PCT      60u
+#define LIM_LIGHT_ENTER_PCT      90u
+#define LIM_LIGHT_LEAVE_PCT      125u
 #define LIM_LIGHT_IDLE_ENTER_PCT 50u
 #define LIM_LIGHT_IDLE_LEAVE_PCT 30u
 #define LIM_USE_WEIGHT           8u

@@ -60,8 +60,19 @@ def test_alone_is_never_held_back_under_default(rows: list[Row]) -> None:
 
 def test_low_priority_sharing_is_held_to_gpucores(rows: list[Row]) -> None:
     for r in rows:
-        if r.policy == DEFAULT and r.priority == LOW and not r.alone and r.no_agent:
+        if (r.policy == DEFAULT and r.priority == LOW and r.no_agent and
+                (r.others_high or r.others_low or not r.node_known)):
             assert r.out_limit == held(r.limit), r
+
+
+def test_a_low_beside_busy_light_neighbours_alone_yields_but_is_not_held(rows: list[Row]) -> None:
+    # a light neighbour is held to its own share and claims the GPU while busy: a `default` low
+    # waits for it and takes the rest, as beside a high one, without a pace of its own (the
+    # pace only cost it the GPU's idle time between the light one's requests)
+    for r in rows:
+        if (r.policy == DEFAULT and r.priority == LOW and r.no_agent and r.node_known and
+                r.others_light and not (r.others_high or r.others_low) and not r.light):
+            assert (r.out_limit, r.out_yield) == (0, 1), r
 
 
 def test_high_priority_is_not_held_to_gpucores_and_never_yields(rows: list[Row]) -> None:
