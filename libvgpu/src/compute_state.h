@@ -66,6 +66,8 @@ struct vgpu_cdev {
     uint32_t idle_x100; /* ... and its idle share (lim_idle_avg; ticker only) */
     uint64_t use_charged, use_waited, use_at; /* its charged_ns, waited_ns at use_at, 0: anew */
     uint64_t use_since; /* when the averages started, 0 not yet */
+    uint64_t wait_mark; /* a wait in the gate in progress: counted in waited_ns up to here, 0
+                         * none (atomic; one waiting thread at a time keeps it: gate.c) */
     uint64_t turn;    /* paced containers take turns: vgpu_turn_pack(), 0 none (atomic) */
     uint64_t longest; /* charged cost of the longest recent launch, decaying (atomic) */
     uint32_t scale_ppm; /* correction of charged costs: the busy feedback (atomic) */

@@ -20,6 +20,9 @@
 #define SLEEP_CHUNK_NS 2000000ull  /* waits re-check yield/limit this often */
 #define CLAIM_CHUNK_NS 500000ull   /* a low waiting out a high one's claim re-reads it this often:
                                     * the high one's ticker may cut it short (ticker.c, watch) */
+#define CLAIM_CHUNK_LIGHT_NS 100000ull /* ... a light one's, which its ticker watches every
+                                    * 0.1 ms: a request service's claims cost a busy neighbour
+                                    * ~a quarter of the longer chunk each, hundreds a second */
 #define SAMPLE_EVERY   32u         /* measure one launch in this many, once a cost is known: a
                                     * measurement costs two cuEventRecord (~1.1 us each on the
                                     * H200), which a launch-bound application pays */
@@ -108,9 +111,29 @@ static int sample_due(struct vgpu_cdev *c)
     return 1;
 }
 
-/* Counts the time waited since *mark in waited_ns and moves *mark to now.  Waits call it after
- * each step, not once at their end, so that the ticker sees waiting as it goes: a 28-ms wait for
- * a turn counted at its end left the ticks during it looking idle (limiter.h, light). */
+static _Thread_local struct vgpu_cdev *t_marks; /* the device whose wait_mark this thread keeps */
+
+/* Starts counting a wait at `now` (its mark for credit_wait).  The first thread to wait on the
+ * device also publishes its mark as the device's wait in progress, which the ticker counts up to
+ * its tick (ticker.c, follow_use): a wait step's time reaches waited_ns only at the step's end
+ * (up to SLEEP_CHUNK_NS later), and a tick that ended in the middle of one looked idle for the
+ * rest of it while the next one, waited through, was left out (simulated GPU: a busy 30 % member
+ * of the turns read 55 % idle and was found light). */
+static uint64_t wait_begin(struct vgpu_cdev *c, uint64_t now)
+{
+    uint64_t none = 0;
+
+    if (t_marks == NULL &&
+        __atomic_compare_exchange_n(&c->wait_mark, &none, now, 0, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED))
+        t_marks = c;
+    return now;
+}
+
+/* Counts the time waited since *mark in waited_ns and moves *mark (and the device's wait in
+ * progress, when this thread keeps it) to now.  Waits call it after each step, not once at their
+ * end, so that the ticker sees waiting as it goes: a 28-ms wait for a turn counted at its end
+ * left the ticks during it looking idle (limiter.h, light). */
 static void credit_wait(struct vgpu_cdev *c, uint64_t *mark)
 {
     uint64_t t = vgpu_compute_now();
@@ -120,7 +143,19 @@ static void credit_wait(struct vgpu_cdev *c, uint64_t *mark)
     ADD(&c->blk->waited_ns, t - *mark);
     if (vgpu_cs.proc != NULL)
         ADD(&vgpu_cs.proc->compute.waited_ns, t - *mark);
+    if (t_marks == c)
+        ST(&c->wait_mark, t);
     *mark = t;
+}
+
+/* credit_wait, and the wait is over. */
+static void wait_end(struct vgpu_cdev *c, uint64_t *mark)
+{
+    credit_wait(c, mark);
+    if (t_marks == c) {
+        ST(&c->wait_mark, 0u);
+        t_marks = NULL;
+    }
 }
 
 /* A wait for a turn or a pace: asleep, or runnable and yielding the CPU (GPUWARDEN_GATE_WAIT
@@ -146,7 +181,8 @@ static void gate_wait_until(uint64_t t)
  * the time after the wait.  Gives up when the turns, the limit or the yield verdict change. */
 static uint64_t wait_turn(struct vgpu_cdev *c, uint64_t cost, uint64_t from)
 {
-    uint64_t now = from, mark = from;
+    /* (from may be the launch's arrival, before a wait for its own queue: counted already) */
+    uint64_t now = from, mark = wait_begin(c, vgpu_compute_now());
 
     for (;;) {
         uint64_t turn = LD(&c->turn), hz = LD(&c->horizon), w;
@@ -162,6 +198,7 @@ static uint64_t wait_turn(struct vgpu_cdev *c, uint64_t cost, uint64_t from)
         credit_wait(c, &mark);
         now = vgpu_compute_now();
     }
+    wait_end(c, &mark);
     return now;
 }
 
@@ -175,7 +212,8 @@ static uint64_t wait_turn(struct vgpu_cdev *c, uint64_t cost, uint64_t from)
 static uint64_t must_wait(struct vgpu_cdev *c, uint64_t now, uint64_t cost)
 {
     uint32_t slots[VGPU_CS_CLAIM_MAX], n = LD(&c->nclaim), i;
-    uint64_t end, hz, w;
+    uint64_t end, hz, w, chunk;
+    int light;
 
     if (LD(&c->forced))
         return now + SLEEP_CHUNK_NS;
@@ -184,9 +222,10 @@ static uint64_t must_wait(struct vgpu_cdev *c, uint64_t now, uint64_t cost)
     for (i = 0; i < n && i < VGPU_CS_CLAIM_MAX; i++)
         slots[i] = LD(&c->claim[i]);
     end = vgpu_node_claim_end(vgpu_cs.node, slots, n < VGPU_CS_CLAIM_MAX ? n : VGPU_CS_CLAIM_MAX,
-                              now);
+                              now, &light);
+    chunk = light ? CLAIM_CHUNK_LIGHT_NS : CLAIM_CHUNK_NS;
     if (end > now)
-        return end < now + CLAIM_CHUNK_NS ? end : now + CLAIM_CHUNK_NS;
+        return end < now + chunk ? end : now + chunk;
     hz = LD(&c->horizon);
     w = lim_low_queue_wait(hz > now ? hz - now : 0, cost, LIM_LOW_QUEUE_NS);
     return w == 0 ? 0 : now + (w < SLEEP_CHUNK_NS ? w : SLEEP_CHUNK_NS);
@@ -207,7 +246,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
     queued = queued_work(est, known);
     wait = must_wait(c, now, queued);
     if (wait != 0) {
-        uint64_t mark = now;
+        uint64_t mark = wait_begin(c, now);
         if (vgpu_cs.proc != NULL)
             ST(&vgpu_cs.proc->compute.yielding, 1u);
         do {
@@ -216,6 +255,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
             credit_wait(c, &mark);
             wait = must_wait(c, vgpu_compute_now(), queued);
         } while (wait != 0);
+        wait_end(c, &mark);
         if (vgpu_cs.proc != NULL)
             ST(&vgpu_cs.proc->compute.yielding, 0u);
         now = vgpu_compute_now();
@@ -238,11 +278,11 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
         /* a wait like the pacer's, counted in waited_ns; the pacer below books at the time the
          * launch came (the time waited for its own work to drain is no idle GPU, so it keeps
          * the credit) */
-        uint64_t mark = now;
+        uint64_t mark = wait_begin(c, now);
         while (queue_ahead(c, vgpu_compute_now()) > QUEUE_NS && LD(&c->count) > 0 &&
                !LD(&c->stalled) && await_measured(c, now, m))
             credit_wait(c, &mark);
-        credit_wait(c, &mark);
+        wait_end(c, &mark);
     }
 
     /* A paced launch of unknown cost is charged provisionally (settled when its measurement is
@@ -252,7 +292,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
     if (limit != 0 && !known && LD(&c->provisional) >= PROVISIONAL_MAX && !LD(&c->stalled)) {
         vgpu_measure_poll_due(c, 0, 1, m); /* short kernels: most are done already */
         if (LD(&c->provisional) >= PROVISIONAL_MAX) {
-            uint64_t from = vgpu_compute_now(), mark = from;
+            uint64_t from = vgpu_compute_now(), mark = wait_begin(c, from);
             while (LD(&c->provisional) >= PROVISIONAL_MAX && LD(&c->count) > 0 &&
                    !LD(&c->stalled)) {
                 __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
@@ -262,7 +302,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
             }
             est = lim_cost_estimate(&vgpu_cs.costs, key, &known, &raw);
             queued = queued_work(est, known);
-            credit_wait(c, &mark);
+            wait_end(c, &mark);
             now = vgpu_compute_now();
         }
     }
@@ -292,12 +332,13 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
             wait = lim_pacer_book(&c->blk->tat_ns, now, charge, limit, TOLERANCE_NS);
         }
         if (wait > 0) {
-            uint64_t until = now + wait, mark = now;
+            uint64_t until = now + wait, mark = wait_begin(c, vgpu_compute_now());
             for (uint64_t t = now; t < until && LD(&c->limit) != 0 && !LD(&c->yield);
                  t = vgpu_compute_now()) {
                 gate_wait_until(until - t > SLEEP_CHUNK_NS ? t + SLEEP_CHUNK_NS : until);
                 credit_wait(c, &mark);
             }
+            wait_end(c, &mark);
             now = vgpu_compute_now();
             if (turns)
                 now = wait_turn(c, charge, now);

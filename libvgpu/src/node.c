@@ -184,17 +184,22 @@ uint32_t vgpu_node_claimers(const struct vgpu_node_region *r, const uint8_t uuid
 }
 
 uint64_t vgpu_node_claim_end(const struct vgpu_node_region *r, const uint32_t *slots, uint32_t n,
-                             uint64_t now_ns)
+                             uint64_t now_ns, int *all_light_out)
 {
     uint64_t end = 0;
     uint32_t i;
+    int all_light = 1;
 
     for (i = 0; i < n; i++) {
         const struct vgpu_node_slot *s = &r->slots[slots[i] % VGPU_NODE_SLOTS];
         uint64_t e = LD(&s->active_ns) + grace(s);
-        if (LD(&s->owner) != 0 && claiming(s) && e > now_ns && e > end)
-            end = e;
+        if (LD(&s->owner) == 0 || !claiming(s) || e <= now_ns)
+            continue;
+        all_light = all_light && light(s);
+        end = e > end ? e : end;
     }
+    if (all_light_out != NULL)
+        *all_light_out = end != 0 && all_light;
     return end;
 }
 

@@ -83,10 +83,11 @@ uint32_t vgpu_node_claimers(const struct vgpu_node_region *r, const uint8_t uuid
 
 /* When the claims of the claimer slots end: the latest activity (launch, or the end of its
  * estimated queued work) of a claimer among them plus its grace (VGPU_NODE_CLAIM_GRACE_NS, or
- * VGPU_NODE_LIGHT_GRACE_NS for a light one); 0 when
- * none is claiming after `now_ns`.  A low's launch waits until then. */
+ * VGPU_NODE_LIGHT_GRACE_NS for a light one); 0 when none is claiming after `now_ns`.  A low's
+ * launch waits until then.  *all_light (when not NULL) says whether every claim still running is a
+ * light container's: one its ticker cuts back within WATCH_LIGHT_NS of its work's end. */
 uint64_t vgpu_node_claim_end(const struct vgpu_node_region *r, const uint32_t *slots, uint32_t n,
-                             uint64_t now_ns);
+                             uint64_t now_ns, int *all_light);
 
 /* The other containers paced on `uuid` and active at `now_ns` (LIMITED, not YIELDING nor
  * LIGHT), as turn members (limiter.h), one per container (its largest share and class); returns

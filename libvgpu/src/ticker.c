@@ -53,7 +53,7 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
                            int node_known)
 {
     uint32_t limit = LD(&c->limit), light;
-    uint64_t charged = LD(&b->charged_ns), waited = LD(&b->waited_ns);
+    uint64_t mark = LD(&c->wait_mark), charged = LD(&b->charged_ns), waited = LD(&b->waited_ns);
 
     if (limit == 0 || !node_known || vgpu_cs.policy != LIM_POLICY_DEFAULT) {
         c->use_x100 = 10000u;
@@ -66,6 +66,8 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
         c->use_at = 0;
         return LD(&c->light);
     }
+    if (mark != 0 && now > mark) /* a wait in progress, counted up to now (gate.c) */
+        waited += now - mark;
     if (c->use_at != 0 && charged >= c->use_charged && waited >= c->use_waited) {
         c->use_x100 = lim_use_avg(c->use_x100, charged - c->use_charged, now - c->use_at);
         c->idle_x100 = lim_idle_avg(c->idle_x100, charged - c->use_charged,
