@@ -129,3 +129,22 @@ def test_a_service_using_most_of_its_share_is_light_too(loop, make_sim_gpu,
     assert m["service"] >= 0.68 * m["alone"], detail
     assert m["busy"] >= 0.64, detail
     assert m["service"] + m["busy"] <= 1.02, detail
+
+
+@pytest.mark.slow
+def test_busy_members_of_the_turns_are_never_found_light(loop, make_sim_gpu,
+                                                         tmp_path: Path) -> None:
+    # two busy loops at 30 + 70 use their shares and wait in the gate for the rest: never idle.
+    # A wait step reached the idle average only at its end, so a tick that ended inside one read
+    # as idle for the rest of it: the 30 one read 55 % idle at 6-24 % used, was found light in
+    # one run of six, and the two launched over each other's windows
+    for i in range(ROUNDS):
+        run, gpu = loop.fresh(str(i)), make_sim_gpu().env
+        procs = {limit: run.start(gpu, "kernel", 500, 3.0, CUDA_DEVICE_SM_LIMIT=str(limit),
+                                  LIBCUDA_LOG_LEVEL="3",
+                                  CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"{limit}-{i}"))
+                 for limit in (30, 70)}
+        for limit, p in procs.items():
+            got = run.result(p)
+            assert "light (claims the GPU" not in str(got["stderr"]), (limit, got["stderr"])
+            assert float(got["share"]) == pytest.approx(limit / 100, abs=0.05), (limit, got)
