@@ -74,6 +74,7 @@ def service_beside_a_loop(loop, gpu_env: dict[str, str], tmp: Path,
                          LIBCUDA_LOG_LEVEL="3",
                          CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / "service.region"))
     busy = loop.start(gpu_env, "kernel", 1000, 4.0, CUDA_DEVICE_SM_LIMIT="70",
+                      LIBCUDA_LOG_LEVEL="3",
                       CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / "busy.region"))
     states = {}
 
@@ -85,6 +86,9 @@ def service_beside_a_loop(loop, gpu_env: dict[str, str], tmp: Path,
     wait_for(service_light, 3, "the service found light", detail=lambda: f"{states}")
     rs, rb = loop.result(service), loop.result(busy)
     assert "light (claims the GPU while busy" in str(rs["stderr"]), rs["stderr"]
+    # the loop waits for the service's claims and its work runs behind the service's: never
+    # light itself (two light ones would not wait for each other)
+    assert "light (claims the GPU" not in str(rb["stderr"]), rb["stderr"]
     return {"service": float(rs["share"]), "busy": float(rb["share"])}
 
 
