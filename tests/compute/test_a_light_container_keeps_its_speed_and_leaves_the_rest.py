@@ -151,3 +151,40 @@ def test_busy_members_of_the_turns_are_never_found_light(loop, make_sim_gpu,
             got = run.result(p)
             assert "light (claims the GPU" not in str(got["stderr"]), (limit, got["stderr"])
             assert float(got["share"]) == pytest.approx(limit / 100, abs=0.05), (limit, got)
+
+
+def two_process_service(run, gpu_env: dict[str, str], region: Path, **extra: str) -> list:
+    """The two processes of one 30 % service container: one 1-ms kernel per request, then
+    19 ms idle, each (~0.1 of the GPU together)."""
+    return [run.start(gpu_env, "kernel", 1000, 4.0, CUDA_DEVICE_SM_LIMIT="30",
+                      LAUNCH_LOOP_SYNC="1", LAUNCH_LOOP_IDLE_US="19000",
+                      CUDA_DEVICE_MEMORY_SHARED_CACHE=str(region), **extra) for _ in range(2)]
+
+
+@pytest.mark.slow
+def test_a_service_of_two_processes_is_light_as_one_container(loop, make_sim_gpu,
+                                                              tmp_path: Path) -> None:
+    # its use and its waits are the container's, summed over its processes (each process's
+    # ticker reads the sums; a wait in progress is seen only by its own process's ticker)
+    runs = []
+    for i in range(ROUNDS):
+        run = loop.fresh(str(i))
+        alone = [run.result(p) for p in two_process_service(run, make_sim_gpu().env,
+                                                            tmp_path / f"alone-{i}")]
+        gpu = make_sim_gpu().env
+        service = two_process_service(run, gpu, tmp_path / f"service-{i}", LIBCUDA_LOG_LEVEL="3")
+        busy = run.start(gpu, "kernel", 1000, 4.0, CUDA_DEVICE_SM_LIMIT="70",
+                         LIBCUDA_LOG_LEVEL="3",
+                         CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"busy-{i}"))
+        got = [run.result(p) for p in service]
+        rb = run.result(busy)
+        for r in got:
+            assert "light (claims the GPU while busy" in str(r["stderr"]), r["stderr"]
+        assert "light (claims the GPU" not in str(rb["stderr"]), rb["stderr"]
+        runs.append({"alone": sum(float(r["share"]) for r in alone),
+                     "service": sum(float(r["share"]) for r in got), "busy": float(rb["share"])})
+    print(runs)
+    m = medians(runs)
+    assert m["service"] >= 0.85 * m["alone"], runs
+    assert m["busy"] >= 0.78, runs
+    assert m["service"] + m["busy"] <= 1.02, runs
