@@ -323,34 +323,33 @@ struct lim_verdict lim_decide(const struct lim_view *v);
 
 /* ---- light containers: what a paced container leaves unused goes to the others -------------
  * Under `default`, gpucores is a guarantee, not a cap, but turns hold every member to its window
- * and a container paced beside others to its share: a request service at 30 % that uses 10 %
- * left its window idle (sim: the 70 % neighbour stayed at 0.70) and waited for its window on
- * every request (its 10 % fell to 5 %).  So a container that used less than LIM_LIGHT_ENTER_PCT
- * of its share lately, and had nothing to do at least LIM_LIGHT_IDLE_ENTER_PCT of the time, is
- * *light*: it leaves the turns and claims the GPU while it has work, as a high-priority
- * container does (its `default` neighbours wait while it is busy and keep their queues short,
- * and take the whole GPU between its requests), still held to its share by its own pace (in
- * bursts).  It is a plain member again (turns, paced) once it is idle less than
- * LIM_LIGHT_IDLE_LEAVE_PCT of the time (it wants more than its pace lets through, and waits
- * rather than idles) or, a backstop, its use reaches LIM_LIGHT_LEAVE_PCT of its share.  Light
- * until stop 30 only under half its share (left at 60 %): a service using 50-90 % of it went in
- * and out of the turns every few hundred ms and waited for its window on many requests (H200,
- * 8 × 4096² every ~6.5 ms, ~21 % of the GPU at a 30 % share: 72-73 % of its alone speed, p99
- * 28 ms; light up to 90 %: 88-91 %, p99 2.5-3.0 ms, its 70 % neighbour unchanged).  The idle test keeps a busy container that a neighbour's
- * work held back from being taken for a light one (simulated GPU, 3-ms kernels at 30 + 70: on
- * use alone, each one in turn was found light while the other's queue ran, and the 30 one got
- * 0.24), and a member of long turns (up to 640 ms, for long kernels) from being taken for one
- * between its windows.  Its use is the GPU time its launches were charged (as measured),
- * averaged with weight 1/LIM_USE_WEIGHT per tick (10 ms: ~80 ms to follow).  Idle: the share
- * of the time not spent waiting in the gate (for a window, a pace or a claim: neither idle nor
- * busy) that its launches did not fill with GPU time, averaged the same way.  (Sampling at each
- * tick whether a thread was in the gate or work was queued aliased with the turns: both follow
- * the same clock, and a service's ticks could land in its waits every time.)  A wait still in
- * progress at a tick counts up to the tick, and the averages stand still over a tick in which a
- * claiming neighbour was busy (ticker.c).  A container starts
- * paced at its whole share and busy, and is not found light before its averages have run
- * LIM_LIGHT_SETTLE_NS: its first ticks include a start's own stalls (sim, 3-ms kernels: a busy
- * 70 % one read 34 % used and 65 % idle ~80 ms after it was first paced). */
+ * and a container paced beside others to its share: a request service at 30 % that uses 10 % left
+ * its window idle (sim: the 70 % neighbour stayed at 0.70) and waited for its window on every
+ * request (its 10 % fell to 5 %).  So a container that used less than LIM_LIGHT_ENTER_PCT of its
+ * share lately, and had nothing to do at least LIM_LIGHT_IDLE_ENTER_PCT of the time, is *light*: it
+ * leaves the turns and claims the GPU while it has work, as a high-priority container does (its
+ * `default` neighbours wait while it is busy and keep their queues short, and take the whole GPU
+ * between its requests), still held to its share by its own pace (in bursts).  It is a plain member
+ * again (turns, paced) once it is idle less than LIM_LIGHT_IDLE_LEAVE_PCT of the time (it wants
+ * more than its pace lets through, and waits rather than idles) or, a backstop, its use reaches
+ * LIM_LIGHT_LEAVE_PCT of its share.  Light until stop 30 only under half its share (left at 60 %):
+ * a service using 50-90 % of it went in and out of the turns every few hundred ms and waited for
+ * its window on many requests (H200, 8 × 4096² every ~6.5 ms, ~21 % of the GPU at a 30 % share:
+ * 72-73 % of its alone speed, p99 28 ms; light up to 90 %: 88-91 %, p99 2.5-3.0 ms, its 70 %
+ * neighbour unchanged).  The idle test keeps a busy container that a neighbour's work held back
+ * from being taken for a light one (simulated GPU, 3-ms kernels at 30 + 70: on use alone, each one
+ * in turn was found light while the other's queue ran, and the 30 one got 0.24), and a member of
+ * long turns (up to 640 ms, for long kernels) from being taken for one between its windows.  Its
+ * use is the GPU time its launches were charged (as measured), averaged with weight
+ * 1/LIM_USE_WEIGHT per tick (10 ms: ~80 ms to follow).  Idle: the share of the time not spent
+ * waiting in the gate (for a window, a pace or a claim: neither idle nor busy) that its launches
+ * did not fill with GPU time, averaged the same way.  (Sampling at each tick whether a thread was
+ * in the gate or work was queued aliased with the turns: both follow the same clock, and a
+ * service's ticks could land in its waits every time.)  A wait still in progress at a tick counts
+ * up to the tick, and the averages stand still over a tick in which a claiming neighbour was busy
+ * (ticker.c).  A container starts paced at its whole share and busy, and is not found light before
+ * its averages have run LIM_LIGHT_SETTLE_NS: its first ticks include a start's own stalls (sim,
+ * 3-ms kernels: a busy 70 % one read 34 % used and 65 % idle ~80 ms after it was first paced). */
 #define LIM_LIGHT_ENTER_PCT      90u
 #define LIM_LIGHT_LEAVE_PCT      125u
 #define LIM_LIGHT_IDLE_ENTER_PCT 50u
