@@ -20,6 +20,8 @@
 #define TICK_NS        10000000ull /* ticker period: sharing/limit changes apply within this */
 #define WATCH_NS       1000000ull  /* a high one with late work re-checks it this often */
 #define WATCH_LIGHT_NS 100000ull   /* ... a light one (its claim's grace is shorter: node.h) */
+#define WAIT_MARK_STALE_NS 100000000ull /* a wait in progress moves its mark at least every 2 ms
+                                    * (gate.c); one this old belongs to a thread that died in it */
 
 /* The period class this process's longest recent kernels ask for at `limit`. */
 static uint32_t turn_class(const struct vgpu_cdev *c, uint32_t limit)
@@ -87,7 +89,10 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
         c->use_at = 0; /* yielding, a neighbour claimed the GPU, or not launched yet */
         return LD(&c->light);
     }
-    if (mark != 0 && now > mark) /* a wait in progress, counted up to now (gate.c) */
+    if (mark != 0 && now > mark && now - mark >= WAIT_MARK_STALE_NS) /* free it for others */
+        (void)__atomic_compare_exchange_n(&c->wait_mark, &mark, 0u, 0, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED);
+    else if (mark != 0 && now > mark) /* a wait in progress, counted up to now (gate.c) */
         waited += now - mark;
     if (c->use_at != 0 && charged >= c->use_charged && waited >= c->use_waited) {
         c->use_x100 = lim_use_avg(c->use_x100, charged - c->use_charged, now - c->use_at);
