@@ -319,6 +319,7 @@ class Runner:
         self.tmp, self.gpu, self.phase_s, self.warm_s = tmp, gpu, phase_s, warm_s
         self.shim = str(shim or shim_path())
         self.count = 0
+        self.workers = 0
         self.load = load
 
     def container(self, **extra: str) -> dict[str, str]:
@@ -340,20 +341,34 @@ class Runner:
         cmd = [sys.executable, __file__, "worker", "--shape", json.dumps(asdict(shape)),
                f"--phases={phases}", "--start-at", str(start_at), "--warm", str(warm)]
         cmd += ["--cold"] if cold else []
-        return [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True) for _ in range(shape.procs)]
+        procs = []
+        for _ in range(shape.procs):
+            # stderr to a file: a shim logging at LIBCUDA_LOG_LEVEL=3 may write more than a
+            # pipe holds before results() reads it
+            self.workers += 1
+            err = open(self.tmp / f"worker-{self.workers}.err", "w+")  # noqa: SIM115
+            p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
+            p.err_file = err  # type: ignore[attr-defined]
+            procs.append(p)
+        return procs
 
     def results(self, procs: list) -> list[dict]:
         """Per phase, the processes' throughputs summed and the NVML window of the phase."""
         per = []
+        light = 0  # times the shim logged the container found light (LIBCUDA_LOG_LEVEL=3)
         for p in procs:
-            out, err = p.communicate(timeout=300)
+            out, _ = p.communicate(timeout=300)
+            p.err_file.seek(0)
+            err = p.err_file.read()
+            p.err_file.close()
             if p.returncode != 0:
                 raise SystemExit(f"worker failed (rc {p.returncode}):\n{err[-4000:]}")
             per.append([json.loads(x) for x in out.splitlines() if x.startswith("{")])
+            light += err.count("light (claims the GPU while busy")
         res = []
         for phases in zip(*per, strict=True):
             r = dict(phases[0])
+            r["found_light"] = light
             r["steps_per_s"] = sum(x["steps_per_s"] for x in phases)
             r["t1"] = max(x["t1"] for x in phases)
             r["t2"] = min(x["t2"] for x in phases)
@@ -814,8 +829,11 @@ def bench_light(r: Runner, services: tuple[Shape, ...] = LIGHT_SERVICES,
     for svc in services:
         alone = r.run(svc, f"-1:{2 * ph}", r.container(CUDA_DEVICE_SM_LIMIT="30"))[0]
         start = time.monotonic() + 12.0
-        pa = r.start(svc, f"-1:{2 * ph}", r.container(CUDA_DEVICE_SM_LIMIT="30"), start)
-        pb = r.start(busy, f"-1:{2 * ph}", r.container(CUDA_DEVICE_SM_LIMIT="70"), start)
+        # (the shim's log says when a container is found light: counted in the row)
+        pa = r.start(svc, f"-1:{2 * ph}", r.container(CUDA_DEVICE_SM_LIMIT="30",
+                                                       LIBCUDA_LOG_LEVEL="3"), start)
+        pb = r.start(busy, f"-1:{2 * ph}", r.container(CUDA_DEVICE_SM_LIMIT="70",
+                                                        LIBCUDA_LOG_LEVEL="3"), start)
         ra, rb = r.results(pa)[0], r.results(pb)[0]
         svc_pct = 100 * ra["steps_per_s"] / alone["steps_per_s"]
         busy_pct = 100 * rb["steps_per_s"] / busy_alone["steps_per_s"]
@@ -828,6 +846,7 @@ def bench_light(r: Runner, services: tuple[Shape, ...] = LIGHT_SERVICES,
                "request_ms_alone": [alone["step_p50_ms"], alone["step_p99_ms"]],
                "request_ms": [ra["step_p50_ms"], ra["step_p99_ms"]],
                "busy_pct_of_alone": round(busy_pct, 1),
+               "found_light": [ra["found_light"], rb["found_light"]],
                "due_pct_of_alone": round(due, 1), "ok": svc_pct >= due}
         print(json.dumps(row), flush=True)
         out.append(row)
@@ -913,14 +932,15 @@ def markdown(res: dict) -> str:
                   "under 95 % of alone, or, using more than its share alone, under 25 % of the "
                   "GPU)", "",
                   "| service (GPU busy alone %) | service, % of alone | request ms alone | "
-                  "request ms beside the loop | loop, % of alone |",
-                  "| --- | --- | --- | --- | --- |"]
+                  "request ms beside the loop | loop, % of alone | found light: service, loop |",
+                  "| --- | --- | --- | --- | --- | --- |"]
         for x in res["light"]:
             lines.append(f"| {x['service']} ({x['service_busy_alone_pct']}) | "
                          f"{x['service_pct_of_alone']}{'' if x['ok'] else ' ✗'} | "
                          f"{x['request_ms_alone'][0]} / {x['request_ms_alone'][1]} | "
                          f"{x['request_ms'][0]} / {x['request_ms'][1]} | "
-                         f"{x['busy_pct_of_alone']} |")
+                         f"{x['busy_pct_of_alone']} | "
+                         f"{', '.join(map(str, x.get('found_light', ['?', '?'])))} |")
         lines.append("")
     if res.get("newcomer"):
         lines += [f"A container at 70 (default policy) alone for {NEWCOMER_AFTER_S:g} s, never "
