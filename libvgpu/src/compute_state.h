@@ -148,6 +148,23 @@ struct vgpu_cstate {
 
 extern struct vgpu_cstate vgpu_cs;
 
+/* When the claims of the device's claiming neighbours (claim[], the ticker's list) end after
+ * `now`, 0 none; *all_light (may be NULL) as vgpu_node_claim_end's.  The gate waits until then
+ * (gate.c, must_wait); the ticker holds a container's averages over a tick they covered. */
+static inline uint64_t vgpu_cs_claim_end(const struct vgpu_cdev *c, uint64_t now, int *all_light)
+{
+    uint32_t slots[VGPU_CS_CLAIM_MAX], n = __atomic_load_n(&c->nclaim, __ATOMIC_RELAXED), i;
+
+    if (all_light != NULL)
+        *all_light = 0;
+    if (n == 0 || vgpu_cs.node == NULL)
+        return 0;
+    n = n < VGPU_CS_CLAIM_MAX ? n : VGPU_CS_CLAIM_MAX;
+    for (i = 0; i < n; i++)
+        slots[i] = __atomic_load_n(&c->claim[i], __ATOMIC_RELAXED);
+    return vgpu_node_claim_end(vgpu_cs.node, slots, n, now, all_light);
+}
+
 /* Binds a device to its block in the container region once the region has it (compute.c). */
 void vgpu_cs_bind_device(struct vgpu_cdev *c, unsigned ordinal);
 /* Finds this process's slot in the region once the memory side claimed it (compute.c). */

@@ -211,18 +211,14 @@ static uint64_t wait_turn(struct vgpu_cdev *c, uint64_t cost, uint64_t from)
  * (CLAIM_CHUNK_NS while claimed). */
 static uint64_t must_wait(struct vgpu_cdev *c, uint64_t now, uint64_t cost)
 {
-    uint32_t slots[VGPU_CS_CLAIM_MAX], n = LD(&c->nclaim), i;
     uint64_t end, hz, w, chunk;
     int light;
 
     if (LD(&c->forced))
         return now + SLEEP_CHUNK_NS;
-    if (n == 0 || vgpu_cs.node == NULL)
+    if (LD(&c->nclaim) == 0 || vgpu_cs.node == NULL)
         return LD(&c->yield) ? now + SLEEP_CHUNK_NS : 0;
-    for (i = 0; i < n && i < VGPU_CS_CLAIM_MAX; i++)
-        slots[i] = LD(&c->claim[i]);
-    end = vgpu_node_claim_end(vgpu_cs.node, slots, n < VGPU_CS_CLAIM_MAX ? n : VGPU_CS_CLAIM_MAX,
-                              now, &light);
+    end = vgpu_cs_claim_end(c, now, &light);
     chunk = light ? CLAIM_CHUNK_LIGHT_NS : CLAIM_CHUNK_NS;
     if (end > now)
         return end < now + chunk ? end : now + chunk;

@@ -54,14 +54,7 @@ static uint64_t turn_of(const struct vgpu_cdev *c, uint64_t now, uint32_t limit)
  * throughput). */
 static int claimed_since(const struct vgpu_cdev *c, uint64_t since)
 {
-    uint32_t slots[VGPU_CS_CLAIM_MAX], n = LD(&c->nclaim), i;
-
-    if (since == 0 || n == 0 || vgpu_cs.node == NULL)
-        return 0;
-    n = n < VGPU_CS_CLAIM_MAX ? n : VGPU_CS_CLAIM_MAX;
-    for (i = 0; i < n; i++)
-        slots[i] = LD(&c->claim[i]);
-    return vgpu_node_claim_end(vgpu_cs.node, slots, n, since, NULL) != 0;
+    return since != 0 && vgpu_cs_claim_end(c, since, NULL) != 0;
 }
 
 /* The container's recent use of the device (lim_use_avg over the GPU time charged to it, every
