@@ -181,8 +181,7 @@ static void gate_wait_until(uint64_t t)
  * the time after the wait.  Gives up when the turns, the limit or the yield verdict change. */
 static uint64_t wait_turn(struct vgpu_cdev *c, uint64_t cost, uint64_t from)
 {
-    /* (from may be the launch's arrival, before a wait for its own queue: counted already) */
-    uint64_t now = from, mark = wait_begin(c, vgpu_compute_now());
+    uint64_t now = from, mark = 0; /* 0: not waiting (every launch in turns comes here) */
 
     for (;;) {
         uint64_t turn = LD(&c->turn), hz = LD(&c->horizon), w;
@@ -193,12 +192,16 @@ static uint64_t wait_turn(struct vgpu_cdev *c, uint64_t cost, uint64_t from)
         w = lim_turn_wait(t, now, hz > now ? hz - now : 0, cost);
         if (w == 0)
             break;
+        /* (from may be the launch's arrival, before a wait for its own queue: counted already) */
+        if (mark == 0)
+            mark = wait_begin(c, vgpu_compute_now());
         __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
         gate_wait_until(now + (w > SLEEP_CHUNK_NS ? SLEEP_CHUNK_NS : w));
         credit_wait(c, &mark);
         now = vgpu_compute_now();
     }
-    wait_end(c, &mark);
+    if (mark != 0)
+        wait_end(c, &mark);
     return now;
 }
 
