@@ -837,6 +837,13 @@ def bench_light(r: Runner, services: tuple[Shape, ...] = LIGHT_SERVICES,
         ra, rb = r.results(pa)[0], r.results(pb)[0]
         svc_pct = 100 * ra["steps_per_s"] / alone["steps_per_s"]
         busy_pct = 100 * rb["steps_per_s"] / busy_alone["steps_per_s"]
+        # the same pair with no gate at all (`disable`): what the GPU itself gives the service
+        # beside the loop (its clock at the loop's power cap, the context switches)
+        start = time.monotonic() + 12.0
+        raw = [r.start(s, f"-1:{2 * ph}", r.container(CUDA_DEVICE_SM_LIMIT=lim,
+                                                       GPU_CORE_UTILIZATION_POLICY="disable"),
+                       start) for s, lim in ((svc, "30"), (busy, "70"))]
+        rra, rrb = (r.results(p)[0] for p in raw)
         # due: 95 % of its alone speed, or, when it alone uses more than its 30 % share, its
         # share less 5 points (issue 18)
         used = alone.get("gpu_busy_pct") or 0.0
@@ -847,6 +854,10 @@ def bench_light(r: Runner, services: tuple[Shape, ...] = LIGHT_SERVICES,
                "request_ms": [ra["step_p50_ms"], ra["step_p99_ms"]],
                "busy_pct_of_alone": round(busy_pct, 1),
                "found_light": [ra["found_light"], rb["found_light"]],
+               "sm_mhz": [alone.get("sm_mhz"), ra.get("sm_mhz")],
+               "raw_pct_of_alone": [round(100 * rra["steps_per_s"] / alone["steps_per_s"], 1),
+                                    round(100 * rrb["steps_per_s"] / busy_alone["steps_per_s"],
+                                          1)],
                "due_pct_of_alone": round(due, 1), "ok": svc_pct >= due}
         print(json.dumps(row), flush=True)
         out.append(row)
@@ -932,15 +943,18 @@ def markdown(res: dict) -> str:
                   "under 95 % of alone, or, using more than its share alone, under 25 % of the "
                   "GPU)", "",
                   "| service (GPU busy alone %) | service, % of alone | request ms alone | "
-                  "request ms beside the loop | loop, % of alone | found light: service, loop |",
-                  "| --- | --- | --- | --- | --- | --- |"]
+                  "request ms beside the loop | loop, % of alone | found light: service, loop | "
+                  "SM MHz: service alone, beside | no gate (`disable`): service, loop % of alone |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for x in res["light"]:
             lines.append(f"| {x['service']} ({x['service_busy_alone_pct']}) | "
                          f"{x['service_pct_of_alone']}{'' if x['ok'] else ' ✗'} | "
                          f"{x['request_ms_alone'][0]} / {x['request_ms_alone'][1]} | "
                          f"{x['request_ms'][0]} / {x['request_ms'][1]} | "
                          f"{x['busy_pct_of_alone']} | "
-                         f"{', '.join(map(str, x.get('found_light', ['?', '?'])))} |")
+                         f"{', '.join(map(str, x.get('found_light', ['?', '?'])))} | "
+                         f"{', '.join(map(str, x.get('sm_mhz', ['?', '?'])))} | "
+                         f"{' + '.join(map(str, x.get('raw_pct_of_alone', ['?', '?'])))} |")
         lines.append("")
     if res.get("newcomer"):
         lines += [f"A container at 70 (default policy) alone for {NEWCOMER_AFTER_S:g} s, never "
