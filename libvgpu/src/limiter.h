@@ -378,8 +378,11 @@ uint32_t lim_light(uint32_t was_light, uint32_t use_x100, uint32_t idle_x100,
  * work (`queued_ns`, ending that far from now) plus the launch fits `bound_ns`, or when the queue
  * is down to half the bound (so a kernel longer than half the bound still overlaps with the one
  * before it and the GPU does not idle between them).  A high burst then waits for at most
- * max(bound, bound / 2 + cost) of the low's work.  Returns how long to wait first (0: go). */
-#define LIM_LOW_QUEUE_NS 1000000ull
+ * max(bound, bound / 2 + cost) of the low's work.  Returns how long to wait first (0: go).
+ * The bound also pads every claim (gate.c), so it is paid after each request of a light
+ * service: 1 ms before; 0.4 ms gave a 70 % loop beside a service of one 1024² matmul every
+ * 2 ms 91.0 % of its alone throughput where it had 68.4 (H200, one call each, stop 31). */
+#define LIM_LOW_QUEUE_NS 400000ull
 uint64_t lim_low_queue_wait(uint64_t queued_ns, uint64_t cost_ns, uint64_t bound_ns);
 
 /* ---- environment values --------------------------------------------------------------------- */
