@@ -738,8 +738,9 @@ def bench_newcomer(r: Runner, shapes: tuple[Shape, ...] = NEWCOMER,
         cold = r.results(r.start(late, COLD_PHASE_SPEC, r.container(), 0.0, cold=True))
         alone = [100 * x["steps_per_s"] / ref for x in cold]
         start = time.monotonic() + 15.0
-        total = NEWCOMER_AFTER_S + COLD_PHASES[-1][1]
-        pa = r.start(shape, f"-1:{total}", r.container(CUDA_DEVICE_SM_LIMIT="70"), start)
+        # the first one's run in two phases: alone, then beside the newcomer
+        pa = r.start(shape, f"-1:{NEWCOMER_AFTER_S},-1:{COLD_PHASES[-1][1]}",
+                     r.container(CUDA_DEVICE_SM_LIMIT="70"), start)
         pb = r.start(late, COLD_PHASE_SPEC, r.container(CUDA_DEVICE_SM_LIMIT="30"),
                      start + NEWCOMER_AFTER_S, cold=True)
         ra, rb = r.results(pa), r.results(pb)
@@ -748,7 +749,17 @@ def bench_newcomer(r: Runner, shapes: tuple[Shape, ...] = NEWCOMER,
             sb = 100 * xb["steps_per_s"] / ref
             points.append({"seconds": f"{a:g}-{b:g}", "30": round(sb, 1), "alone": round(al, 1),
                            "ok": abs(sb - 0.3 * al) <= 5})
-        row = {"shape": shape.name, "first_pct_overall": round(100 * ra[0]["steps_per_s"] / ref, 1),
+        paired = ra[-1]
+        row = {"shape": shape.name,
+               "first_pct_overall": round(100 * sum(x["steps_per_s"] * (x["t2"] - x["t1"])
+                                                    for x in ra)
+                                          / sum(x["t2"] - x["t1"] for x in ra) / ref, 1),
+               "first_paired": {"pct": round(100 * paired["steps_per_s"] / ref, 1),
+                                "charged_pct": round(paired.get("charged_pct", 0.0), 1),
+                                "waited_pct": round(paired.get("waited_pct", 0.0), 1)},
+               "newcomer_paired": {"charged_pct": round(rb[-1].get("charged_pct", 0.0), 1),
+                                   "waited_pct": round(rb[-1].get("waited_pct", 0.0), 1),
+                                   "step_p50_ms": rb[-1].get("step_p50_ms")},
                "points": points, "raw": [ra, rb, cold]}
         print(json.dumps({k: v for k, v in row.items() if k != "raw"}), flush=True)
         out.append(row)
@@ -961,15 +972,22 @@ def markdown(res: dict) -> str:
                   "synchronising, then one at 30 starts (synchronising after each matmul, paced "
                   "from its first launch): the newcomer's % of saturated throughput, seconds "
                   "0-1 / 1-2 / 2-4; alone: its loop started cold alone (✗: more than 5 points "
-                  "from 30 % of that); the first one's over its whole run", "",
-                  "| shape of the first | newcomer | alone | first, whole run |",
-                  "| --- | --- | --- | --- |"]
+                  "from 30 % of that); the first one's over its whole run, and beside the "
+                  "newcomer (its GPU time charged and its time waited in the gate, % of wall "
+                  "time); the newcomer's charged and waited over its 4 s, and its step's p50", "",
+                  "| shape of the first | newcomer | alone | first, whole run | first, beside: "
+                  "% (charged, waited) | newcomer: charged, waited, step ms |",
+                  "| --- | --- | --- | --- | --- | --- |"]
         for c in res["newcomer"]:
             pts = c["points"]
+            fp, nb = c.get("first_paired", {}), c.get("newcomer_paired", {})
             lines.append(f"| {c['shape']} | "
                          + " / ".join(f"{p['30']}{'' if p['ok'] else ' ✗'}" for p in pts) + " | "
                          + " / ".join(str(p["alone"]) for p in pts) + " | "
-                         + f"{c['first_pct_overall']} |")
+                         + f"{c['first_pct_overall']} | "
+                         + f"{fp.get('pct', '?')} ({fp.get('charged_pct', '?')}, "
+                         + f"{fp.get('waited_pct', '?')}) | {nb.get('charged_pct', '?')}, "
+                         + f"{nb.get('waited_pct', '?')}, {nb.get('step_p50_ms', '?')} |")
         lines.append("")
     if res.get("shared_cold"):
         lines += ["Two containers 30 + 70 (default policy) starting together, paced from the first "
