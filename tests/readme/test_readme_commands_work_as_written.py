@@ -10,11 +10,11 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
+from testbed.procs import free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()
@@ -50,18 +50,13 @@ def test_setup_puts_gpuwarden_on_a_plain_path() -> None:
         assert done.returncode == 0 and done.stdout.startswith("gpuwarden "), done.stderr
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.bpf
 @pytest.mark.slow
 def test_first_steps_work_and_enforce(tmp_path: Path) -> None:
     lines = [line for b in blocks("First steps") for line in b]
     assert any(line.startswith("gpuwarden run ") for line in lines)
-    port = str(free_port())
+    (port_n,) = free_ports(1)
+    port = str(port_n)
     script = ["cd " + str(REPO)]
     for n, line in enumerate(lines):
         script.append(line.replace("9400", port))

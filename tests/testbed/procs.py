@@ -6,16 +6,17 @@ tests/conftest.py)."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import ExitStack, suppress
+from contextlib import suppress
 from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["Component", "StartupError", "free_ports", "log_tail", "wait_for"]
+__all__ = ["Component", "StartupError", "free_ports", "listen_range", "log_tail", "wait_for"]
 
 T = TypeVar("T")
 
@@ -127,12 +128,53 @@ def wait_for(predicate: Callable[[], T | None], timeout: float, what: str, *,
         time.sleep(interval)
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LISTEN_RANGE_FALLBACK = (20000, 32767)  # below Linux's default ephemeral range, 32768-60999
+_handed_out: set[int] = set()  # ports this process gave out: never twice (not bound yet, maybe)
+
+
+def listen_range(ephemeral: str | None = None) -> tuple[int, int]:
+    """The ports (first, last) to listen on: outside the kernel's ephemeral range (`ephemeral`,
+    its ip_local_port_range text, read when not given), from which every outgoing connection
+    takes its local port.  A port picked there by binding port 0 could be taken by a client
+    socket of any process (an apiserver's connection to etcd, say) before the server for which
+    it was picked binds it: a fresh-clone CI run lost a module's tests to that."""
+    if ephemeral is None:
+        try:
+            ephemeral = EPHEMERAL_RANGE.read_text()
+        except OSError:
+            return LISTEN_RANGE_FALLBACK
+    try:
+        low, high = (int(x) for x in ephemeral.split())
+    except ValueError:
+        return LISTEN_RANGE_FALLBACK
+    if low - 1 - 10000 >= 4096:
+        return 10000, low - 1
+    if 65535 - (high + 1) >= 4096:
+        return high + 1, 65535
+    return LISTEN_RANGE_FALLBACK
+
+
 def free_ports(count: int) -> list[int]:
-    """`count` distinct TCP ports free on 127.0.0.1 right now."""
-    with ExitStack() as stack:
-        ports = []
-        for _ in range(count):
-            s = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
-        return ports
+    """`count` distinct TCP ports free on 127.0.0.1 right now, outside the ephemeral range
+    (listen_range) and never handed out before by this process."""
+    first, last = listen_range()
+    rng = random.Random()
+    ports: list[int] = []
+    for _ in range(64 * count):
+        if len(ports) == count:
+            break
+        port = rng.randint(first, last)
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        ports.append(port)
+    if len(ports) < count:
+        raise RuntimeError(f"no {count} free TCP ports on 127.0.0.1 in {first}-{last} "
+                           f"after {64 * count} tries")
+    return ports
