@@ -323,6 +323,8 @@ class DraDriver:
         kubelet deletes it when the driver stays unregistered."""
         self.stopping.set()
         self.wake.set()
+        for t in self._threads:  # no loop left running into the interpreter's shutdown
+            t.join(timeout=10.0)
         for s in self.servers:
             s.stop(grace=1.0).wait()
         for sock in (self.opts.registry_socket, self.opts.plugin_socket):

@@ -8,6 +8,8 @@ Exit codes follow one convention across subcommands: 0 success, 1 the checked th
 from __future__ import annotations
 
 import argparse
+import contextlib
+import faulthandler
 import importlib
 import sys
 from collections.abc import Sequence
@@ -39,7 +41,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def dump_tracebacks_on_crash() -> None:
+    """A fatal signal (SIGSEGV, SIGABRT, ...) raised inside a C extension (grpc, NVML, the BPF
+    loader) writes every thread's Python traceback to stderr, the daemon's log, instead of
+    leaving only an exit status (a DRA driver once exited -6 after its last log line)."""
+    if faulthandler.is_enabled():
+        return
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # no stderr with an fd
+        faulthandler.enable()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    dump_tracebacks_on_crash()
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
