@@ -974,7 +974,8 @@ def markdown(res: dict) -> str:
                   "0-1 / 1-2 / 2-4; alone: its loop started cold alone (✗: more than 5 points "
                   "from 30 % of that); the first one's over its whole run, and beside the "
                   "newcomer (its GPU time charged and its time waited in the gate, % of wall "
-                  "time); the newcomer's charged and waited over its 4 s, and its step's p50", "",
+                  "time); the newcomer's charged and waited in its seconds 2-4, and its "
+                  "step's p50", "",
                   "| shape of the first | newcomer | alone | first, whole run | first, beside: "
                   "% (charged, waited) | newcomer: charged, waited, step ms |",
                   "| --- | --- | --- | --- | --- | --- |"]
