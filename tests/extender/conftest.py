@@ -19,20 +19,9 @@ def gpu_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GpuCluster
     folder = tmp_path_factory.mktemp("extender")
     proc = None
     try:
-        for attempt in range(3):
-            try:
-                proc = start_extender(cp.admin_kubeconfig, port, folder / "extender.log",
-                                      "--webhook-port", str(hook_port), "--tls-generate",
-                                      str(folder / "tls"), "--tls-hosts", "127.0.0.1")
-                break
-            except RuntimeError as e:
-                # free when picked, taken since (the kernel hands out outgoing connections'
-                # ports from the same range: one CI run lost the whole module to it); the
-                # webhook port is registered after the start, so a fresh one can be tried
-                taken = f"--webhook-port {hook_port}: Address already in use"
-                if attempt == 2 or taken not in str(e):
-                    raise
-                (hook_port,) = free_ports(1)
+        proc = start_extender(cp.admin_kubeconfig, port, folder / "extender.log",
+                              "--webhook-port", str(hook_port), "--tls-generate",
+                              str(folder / "tls"), "--tls-hosts", "127.0.0.1")
         api = api_client(cp.admin_kubeconfig)
         register_webhooks(api, hook_port, (folder / "tls" / "ca.crt").read_bytes())
         yield GpuCluster(cp, api, proc, port, folder / "extender.log")
