@@ -57,6 +57,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      f"MiB; default {DEFAULT_MEMORY})")
     env.add_argument("--state", default=None,
                      help=f"state file shared by the programs (default {default_state_path()})")
+    env.add_argument("--timeslice", default=None, metavar="US",
+                     help="how long, in microseconds, a process holds the simulated GPU while "
+                     "another has kernels queued, as a real GPU alternates between contexts; 0: "
+                     "kernels run in launch order, whoever queued them (default: the sim's, "
+                     "GPUWARDEN_SIM_TIMESLICE in libvgpu/sim/README.md); fixed when the state "
+                     "file is created")
     env.set_defaults(handler=cmd_env)
 
     smoke = sub.add_parser("smoke", help="run a small workload on the simulated GPU and show "
@@ -72,7 +78,7 @@ def _fail(message: str) -> int:
 
 
 def cmd_env(args: argparse.Namespace) -> int:
-    from libvgpu.sim import existing_shape, parse_devices, parse_size
+    from libvgpu.sim import existing_shape, parse_devices, parse_size, parse_timeslice
 
     state = Path(args.state) if args.state else default_state_path()
     devices = "1" if args.devices is None else args.devices
@@ -86,7 +92,10 @@ def cmd_env(args: argparse.Namespace) -> int:
                                 "exist; create it, or give a state file in an existing folder")
         ndev = parse_devices(devices, name="--devices")
         nbytes = parse_size(memory, name="--memory")
-        env = sim_env(state, devices=ndev, memory=nbytes, ld_library_path="")
+        timeslice = None if args.timeslice is None else parse_timeslice(args.timeslice,
+                                                                         name="--timeslice")
+        env = sim_env(state, devices=ndev, memory=nbytes, timeslice_us=timeslice,
+                      ld_library_path="")
     except (SimInputError, NotBuiltError) as err:
         return _fail(str(err))
     shape = existing_shape(state)

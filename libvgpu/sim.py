@@ -21,6 +21,7 @@ __all__ = [
     "existing_shape",
     "parse_devices",
     "parse_size",
+    "parse_timeslice",
     "sim_env",
 ]
 
@@ -36,6 +37,8 @@ SIM_CTX_OVERHEAD = 300 << 20
 GWSIM_MAGIC = 0x5550474D49535747
 STATE_HEAD = struct.Struct("<QIIQQ")
 DEVICE_SIZE = 160
+# GPUWARDEN_SIM_TIMESLICE's range (simstate.c): microseconds, 0 = launch order.
+MAX_TIMESLICE_US = 1_000_000
 
 
 class SimInputError(ValueError):
@@ -77,6 +80,18 @@ def existing_shape(state_path: str | os.PathLike[str]) -> tuple[int, int] | None
     return ndev, total
 
 
+def parse_timeslice(text: str | int, *, name: str = "timeslice_us") -> int:
+    """Microseconds of a time slice (0: launch order), from text such as "2000"."""
+    try:
+        value = int(text) if isinstance(text, int) or str(text).isdigit() else -1
+    except ValueError:
+        value = -1
+    if isinstance(text, bool) or not 0 <= value <= MAX_TIMESLICE_US:
+        raise SimInputError(f"{name}: {text!r} is not valid; use an integer number of "
+                            f"microseconds from 0 to {MAX_TIMESLICE_US}")
+    return value
+
+
 def parse_devices(text: str | int, *, name: str = "devices") -> int:
     """A device count from 1 to MAX_DEVICES."""
     try:
@@ -102,13 +117,16 @@ def sim_env(
     memory: int | str = DEFAULT_MEMORY,
     *,
     kernel_scale: float | None = None,
+    timeslice_us: int | None = None,
     ld_library_path: str | None = None,
 ) -> dict[str, str]:
     """The variables that make programs use the simulated GPU with state at `state_path`.
 
-    `devices` and `memory` apply when the state file is created (first use); an existing file
-    keeps its own.  LD_LIBRARY_PATH puts the simulated libraries first, before
-    `ld_library_path` (default: this process's LD_LIBRARY_PATH).
+    `devices`, `memory` and `timeslice_us` (how long a process holds the GPU while another has
+    kernels queued; 0: kernels run in launch order, whoever queued them) apply when the state
+    file is created (first use); an existing file keeps its own.  LD_LIBRARY_PATH puts the
+    simulated libraries first, before `ld_library_path` (default: this process's
+    LD_LIBRARY_PATH).
     """
     ndev = parse_devices(devices)
     nbytes = parse_size(memory, name="memory")
@@ -124,4 +142,9 @@ def sim_env(
         if not 0 <= kernel_scale <= 1e6:
             raise SimInputError(f"kernel_scale: {kernel_scale!r} is not valid; use 0 to 1e6")
         env["GPUWARDEN_SIM_KERNEL_SCALE"] = repr(float(kernel_scale))
+    if timeslice_us is not None:
+        if not isinstance(timeslice_us, int):
+            raise SimInputError(f"timeslice_us: {timeslice_us!r} is not valid; use an integer "
+                                f"number of microseconds from 0 to {MAX_TIMESLICE_US}")
+        env["GPUWARDEN_SIM_TIMESLICE"] = str(parse_timeslice(timeslice_us))
     return env

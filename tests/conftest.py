@@ -179,13 +179,14 @@ class SimGpu:
 
 
 def _make_sim_gpu(tmp_path: Path, devices: int, memory: str, kernel_scale: float | None,
-                  name: str) -> SimGpu:
+                  name: str, timeslice_us: int | None = None) -> SimGpu:
     from libvgpu.sim import sim_env
 
     state_path = tmp_path / name
     env = dict(os.environ)
     env.pop("GPUWARDEN_SIM_KERNEL_SCALE", None)
-    env.update(sim_env(state_path, devices=devices, memory=memory, kernel_scale=kernel_scale))
+    env.update(sim_env(state_path, devices=devices, memory=memory, kernel_scale=kernel_scale,
+                       timeslice_us=timeslice_us))
     return SimGpu(env=env, state_path=state_path)
 
 
@@ -197,10 +198,13 @@ def sim_gpu(tmp_path: Path) -> SimGpu:
 
 @pytest.fixture
 def make_sim_gpu(tmp_path: Path) -> Callable[..., SimGpu]:
-    """Factory for other shapes: make_sim_gpu(devices=2, memory="4GiB", kernel_scale=0.5)."""
+    """Factory for other shapes: make_sim_gpu(devices=2, memory="4GiB", kernel_scale=0.5,
+    timeslice_us=2000)."""
     counter = iter(range(1_000_000))
 
-    def make(devices: int = 1, memory: str = "80GiB", kernel_scale: float | None = None) -> SimGpu:
-        return _make_sim_gpu(tmp_path, devices, memory, kernel_scale, f"sim-{next(counter)}.state")
+    def make(devices: int = 1, memory: str = "80GiB", kernel_scale: float | None = None,
+             timeslice_us: int | None = None) -> SimGpu:
+        return _make_sim_gpu(tmp_path, devices, memory, kernel_scale, f"sim-{next(counter)}.state",
+                             timeslice_us)
 
     return make

@@ -366,7 +366,9 @@ static void run(struct op *op)
         CUcontext c = NULL;
         rc = F(cuCtxPopCurrent_v2)(&c);
     } else if (strcmp(n, "sync") == 0) {
+        double t0 = now_ns();
         rc = F(cuCtxSynchronize)();
+        OUT("ns=%.0f", now_ns() - t0);
     } else if (strcmp(n, "alloc") == 0) {
         size_t bytes = (size_t)num(op, 0);
         rc = F(cuMemAlloc_v2)(&d, bytes);

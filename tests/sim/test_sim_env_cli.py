@@ -50,6 +50,8 @@ def test_env_prints_exports_a_shell_can_eval(tmp_path: Path) -> None:
         (["--memory", "0"], "--memory", "more than 0 bytes"),
         (["--memory", "-1"], "--memory", "a bare number is MiB"),
         (["--state", "/"], "--state", "path of a state file"),
+        (["--timeslice", "2ms"], "--timeslice", "microseconds from 0 to 1000000"),
+        (["--timeslice", "-5"], "--timeslice", "microseconds from 0 to 1000000"),
     ],
 )
 def test_bad_input_exits_2_naming_the_flag(args: list[str], flag: str, valid: str) -> None:
@@ -79,6 +81,12 @@ def test_memory_is_written_as_everywhere_else(tmp_path: Path) -> None:
         done = gw("sim", "env", "--memory", text, "--state", str(tmp_path / text))
         assert done.returncode == 0, done.stderr
         assert f"export GPUWARDEN_SIM_MEMORY={nbytes}" in done.stdout
+
+
+def test_env_passes_the_time_slice_on(tmp_path: Path) -> None:
+    done = gw("sim", "env", "--timeslice", "2000", "--state", str(tmp_path / "gpu.state"))
+    assert done.returncode == 0, done.stderr
+    assert "export GPUWARDEN_SIM_TIMESLICE=2000" in done.stdout
 
 
 def test_an_existing_gpu_of_another_shape_is_refused_not_reused(tmp_path: Path) -> None:

@@ -144,6 +144,28 @@ static int fill_new_state(struct gwsim_state *st, uint64_t file_id)
         gwsim_error("GPUWARDEN_SIM_MEMORY must be more than 0 bytes");
         return -1;
     }
+    const char *slice = getenv("GPUWARDEN_SIM_TIMESLICE");
+    long slice_us = 0;
+    if (slice != NULL && *slice != '\0') {
+        char *end = NULL;
+        slice_us = strtol(slice, &end, 10);
+        if (*end != '\0' || slice[0] < '0' || slice[0] > '9' || slice_us > 1000000L) {
+            gwsim_error("GPUWARDEN_SIM_TIMESLICE=\"%s\" is not valid: use the time slice in "
+                        "microseconds, an integer from 0 (kernels run in launch order) to 1000000",
+                        slice);
+            return -1;
+        }
+    }
+    st->timeslice_ns = (uint64_t)slice_us * 1000u;
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+    for (unsigned i = 0; i < GWSIM_MAX_DEVICES; i++) {
+        pthread_mutex_init(&st->sched[i].lock, &attr);
+        st->sched[i].cur = -1;
+    }
+    pthread_mutexattr_destroy(&attr);
     st->num_devices = (uint32_t)ndev;
     st->ctx_overhead = overhead;
     st->file_size = sizeof *st;
@@ -242,9 +264,12 @@ struct gwsim_state *gwsim_state(void)
     return g_state_failed ? NULL : g_state;
 }
 
+static void drop_queue(struct gwsim_state *st, unsigned dev, struct gwsim_proc *p);
+
 static void release_entry(struct gwsim_state *st, struct gwsim_proc *p)
 {
     for (unsigned d = 0; d < st->num_devices; d++) {
+        drop_queue(st, d, p);
         uint64_t used = __atomic_exchange_n(&p->used[d], 0, __ATOMIC_ACQ_REL);
         __atomic_fetch_sub(&st->dev[d].used_bytes, used, __ATOMIC_ACQ_REL);
         __atomic_store_n(&p->busy_ns[d], 0, __ATOMIC_RELEASE);
@@ -345,12 +370,10 @@ void gwsim_uncharge(unsigned dev, uint64_t bytes)
     __atomic_fetch_sub(&st->dev[dev].used_bytes, bytes, __ATOMIC_ACQ_REL);
 }
 
-uint64_t gwsim_timeline_push(unsigned dev, uint64_t duration_ns, uint32_t mhz)
+/* Launch order (no time slices): the kernel starts when the device's last one ends. */
+static uint64_t push_in_order(struct gwsim_state *st, struct gwsim_proc *self, unsigned dev,
+                              uint64_t duration_ns, uint32_t mhz)
 {
-    struct gwsim_state *st = gwsim_state();
-    struct gwsim_proc *self = gwsim_self();
-    if (st == NULL || dev >= st->num_devices)
-        return gwsim_now_ns();
     struct gwsim_device *d = &st->dev[dev];
     uint64_t now = gwsim_now_ns();
     uint64_t until = __atomic_load_n(&d->busy_until_ns, __ATOMIC_ACQUIRE);
@@ -372,6 +395,263 @@ uint64_t gwsim_timeline_push(unsigned dev, uint64_t duration_ns, uint32_t mhz)
     if (self != NULL)
         __atomic_fetch_add(&self->busy_ns[dev], duration_ns, __ATOMIC_ACQ_REL);
     return end;
+}
+
+/* ---- time slices (simstate.h) ------------------------------------------------------------ */
+
+static void sched_lock(struct gwsim_sched *S)
+{
+    if (pthread_mutex_lock(&S->lock) == EOWNERDEAD)
+        pthread_mutex_consistent(&S->lock); /* its holder died: the schedule is still whole */
+}
+
+static struct gwsim_qkernel *queued(struct gwsim_state *st, unsigned dev, uint64_t pos1)
+{
+    return &st->queue[dev][(pos1 - 1) % GWSIM_QUEUE];
+}
+
+/* Write what ran to the ring: one record per stretch a process held the device at one clock. */
+static void ring_emit(struct gwsim_state *st, unsigned dev, uint64_t from, uint64_t to,
+                      uint32_t pid, uint32_t mhz)
+{
+    struct gwsim_device *d = &st->dev[dev];
+    uint64_t head = __atomic_load_n(&d->ring_head, __ATOMIC_ACQUIRE);
+    if (head > 0) {
+        struct gwsim_kernel *last = &st->ring[dev][(head - 1) % GWSIM_RING];
+        if (__atomic_load_n(&last->seq, __ATOMIC_ACQUIRE) == head && last->pid == pid &&
+            last->mhz == mhz && last->end_ns == from) {
+            __atomic_store_n(&last->end_ns, to, __ATOMIC_RELEASE);
+            return;
+        }
+    }
+    struct gwsim_kernel *k = &st->ring[dev][head % GWSIM_RING];
+    __atomic_store_n(&k->seq, 0, __ATOMIC_RELEASE);
+    k->start_ns = from;
+    k->end_ns = to;
+    k->pid = pid;
+    k->mhz = mhz;
+    __atomic_store_n(&k->seq, head + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->ring_head, head + 1, __ATOMIC_RELEASE);
+}
+
+/* The next process with queued kernels after `after` in table order, round robin; -1 none. */
+static int32_t next_waiting(const struct gwsim_state *st, unsigned dev, int32_t after)
+{
+    for (int32_t i = 1; i <= (int32_t)GWSIM_MAX_PROCS; i++) {
+        int32_t c = (after + i) % (int32_t)GWSIM_MAX_PROCS;
+        if (st->proc[c].q[dev].head != 0)
+            return c;
+    }
+    return -1;
+}
+
+/* Work the schedule out from where it stands up to `now` (sched lock held).  Nothing arrives
+ * in between: every launch works it out up to its own moment before it queues. */
+static void advance(struct gwsim_state *st, unsigned dev, uint64_t now)
+{
+    struct gwsim_sched *S = &st->sched[dev];
+    uint64_t slice = st->timeslice_ns, t = S->at_ns;
+    while (t < now) {
+        int32_t cur = S->cur;
+        if (cur < 0 || st->proc[cur].q[dev].head == 0) {
+            cur = next_waiting(st, dev, cur);
+            S->cur = cur;
+            if (cur < 0)
+                break; /* idle until now */
+            S->slice_end_ns = t + slice;
+        } else if (t >= S->slice_end_ns) {
+            if (S->waiting > 1) {
+                cur = next_waiting(st, dev, cur); /* another: the slice is over */
+                S->cur = cur;
+                S->slice_end_ns = t + slice;
+            } else { /* alone: its slices renew, counted from when it took the device */
+                S->slice_end_ns += ((t - S->slice_end_ns) / slice + 1) * slice;
+            }
+        }
+        struct gwsim_proc *p = &st->proc[cur];
+        struct gwsim_pqueue *q = &p->q[dev];
+        struct gwsim_qkernel *k = queued(st, dev, q->head);
+        uint64_t until = now;
+        if (S->waiting > 1 && S->slice_end_ns < until)
+            until = S->slice_end_ns;
+        uint64_t run = k->left_ns < until - t ? k->left_ns : until - t;
+        if (run > 0)
+            ring_emit(st, dev, t, t + run, (uint32_t)p->pid, k->mhz);
+        k->left_ns -= run;
+        t += run;
+        S->done_ns += run;
+        q->run_ns += run;
+        if (k->left_ns == 0) {
+            k->end_ns = t;
+            q->head = k->next;
+            q->done++;
+            if (q->head == 0) {
+                q->tail = 0;
+                S->waiting--;
+            }
+        }
+    }
+    if (now > S->at_ns)
+        S->at_ns = now;
+}
+
+/* A dead process's kernels (sched lock taken here): gone from the device, as its context is. */
+static void drop_queue(struct gwsim_state *st, unsigned dev, struct gwsim_proc *p)
+{
+    struct gwsim_sched *S = &st->sched[dev];
+    if (st->timeslice_ns == 0)
+        return;
+    sched_lock(S);
+    uint64_t now = gwsim_now_ns();
+    advance(st, dev, now);
+    struct gwsim_pqueue *q = &p->q[dev];
+    for (uint64_t pos = q->head; pos != 0;) {
+        struct gwsim_qkernel *k = queued(st, dev, pos);
+        k->left_ns = 0;
+        k->end_ns = now;
+        pos = k->next;
+    }
+    if (q->head != 0)
+        S->waiting--;
+    if (S->cur == (int32_t)(p - st->proc))
+        S->cur = -1;
+    memset(q, 0, sizeof *q);
+    pthread_mutex_unlock(&S->lock);
+}
+
+struct gwsim_ticket gwsim_timeline_push(unsigned dev, uint64_t duration_ns, uint32_t mhz)
+{
+    struct gwsim_ticket t = {0};
+    struct gwsim_state *st = gwsim_state();
+    struct gwsim_proc *self = gwsim_self(); /* before the lock: it may reclaim dead entries */
+    if (st == NULL || dev >= st->num_devices) {
+        t.end_ns = gwsim_now_ns();
+        return t;
+    }
+    if (st->timeslice_ns == 0 || self == NULL) {
+        t.end_ns = push_in_order(st, self, dev, duration_ns, mhz);
+        return t;
+    }
+    struct gwsim_sched *S = &st->sched[dev];
+    struct gwsim_pqueue *q = &self->q[dev];
+    struct gwsim_qkernel *k;
+    for (;;) {
+        sched_lock(S);
+        advance(st, dev, gwsim_now_ns());
+        k = &st->queue[dev][S->queued % GWSIM_QUEUE];
+        if (k->n == 0 || k->end_ns != 0)
+            break;
+        pthread_mutex_unlock(&S->lock); /* the device's queue is full: wait for a record */
+        gwsim_sleep_until(gwsim_now_ns() + 100000u);
+    }
+    uint64_t pos1 = ++S->queued;
+    k->n = ++q->launched;
+    k->left_ns = duration_ns;
+    k->end_ns = 0;
+    k->next = 0;
+    k->proc = (uint32_t)(self - st->proc);
+    k->mhz = mhz;
+    if (q->tail != 0) {
+        queued(st, dev, q->tail)->next = pos1;
+    } else {
+        q->head = pos1;
+        S->waiting++;
+    }
+    q->tail = pos1;
+    q->queued_ns += duration_ns;
+    t.n = k->n;
+    t.pos = pos1;
+    t.cum_ns = q->queued_ns;
+    pthread_mutex_unlock(&S->lock);
+    __atomic_fetch_add(&st->dev[dev].busy_total_ns, duration_ns, __ATOMIC_ACQ_REL);
+    __atomic_fetch_add(&self->busy_ns[dev], duration_ns, __ATOMIC_ACQ_REL);
+    return t;
+}
+
+/* Under the sched lock, up to date: whether the ticket's kernel is done (end filled in), else
+ * a lower bound on how long it still takes. */
+static int ticket_check(struct gwsim_state *st, unsigned dev, struct gwsim_proc *self,
+                        struct gwsim_ticket *t, uint64_t now, uint64_t *at_least)
+{
+    struct gwsim_sched *S = &st->sched[dev];
+    struct gwsim_pqueue *q = &self->q[dev];
+    int32_t me = (int32_t)(self - st->proc);
+    if (q->done >= t->n) {
+        const struct gwsim_qkernel *k = queued(st, dev, t->pos);
+        t->end_ns = k->n == t->n && k->proc == (uint32_t)me && k->end_ns != 0 ? k->end_ns : now;
+        return 1;
+    }
+    uint64_t wait = t->cum_ns > q->run_ns ? t->cum_ns - q->run_ns : 1; /* its own work first */
+    if (S->cur >= 0 && S->cur != me) { /* another holds the device to its slice's end or its
+                                        * queue's, whichever comes first */
+        const struct gwsim_pqueue *o = &st->proc[S->cur].q[dev];
+        uint64_t left = o->queued_ns - o->run_ns;
+        uint64_t slice_left = S->slice_end_ns > now ? S->slice_end_ns - now : 0;
+        wait += left < slice_left ? left : slice_left;
+    }
+    *at_least = wait;
+    return 0;
+}
+
+int gwsim_ticket_done(unsigned dev, struct gwsim_ticket *t)
+{
+    if (t->end_ns != 0)
+        return gwsim_now_ns() >= t->end_ns;
+    if (t->n == 0)
+        return 1;
+    struct gwsim_state *st = gwsim_state();
+    struct gwsim_proc *self = gwsim_self();
+    if (st == NULL || self == NULL || dev >= st->num_devices)
+        return 1;
+    struct gwsim_sched *S = &st->sched[dev];
+    uint64_t wait;
+    sched_lock(S);
+    uint64_t now = gwsim_now_ns();
+    advance(st, dev, now);
+    int done = ticket_check(st, dev, self, t, now, &wait);
+    pthread_mutex_unlock(&S->lock);
+    return done;
+}
+
+void gwsim_ticket_wait(unsigned dev, struct gwsim_ticket *t, int spin)
+{
+    struct gwsim_state *st = gwsim_state();
+    struct gwsim_proc *self = gwsim_self();
+    for (;;) {
+        uint64_t until = t->end_ns;
+        if (until == 0) {
+            if (t->n == 0 || st == NULL || self == NULL || dev >= st->num_devices)
+                return;
+            struct gwsim_sched *S = &st->sched[dev];
+            uint64_t wait;
+            sched_lock(S);
+            uint64_t now = gwsim_now_ns();
+            advance(st, dev, now);
+            int done = ticket_check(st, dev, self, t, now, &wait);
+            pthread_mutex_unlock(&S->lock);
+            if (done)
+                return;
+            until = now + wait; /* it cannot end before this: look again then */
+        }
+        if (spin) {
+            while (gwsim_now_ns() < until)
+                ;
+        } else {
+            gwsim_sleep_until(until);
+        }
+        if (t->end_ns != 0)
+            return;
+    }
+}
+
+void gwsim_timeline_settle(unsigned dev)
+{
+    struct gwsim_state *st = gwsim_state();
+    if (st == NULL || dev >= st->num_devices || st->timeslice_ns == 0)
+        return;
+    sched_lock(&st->sched[dev]);
+    advance(st, dev, gwsim_now_ns());
+    pthread_mutex_unlock(&st->sched[dev].lock);
 }
 
 uint64_t gwsim_busy_between(const struct gwsim_state *st, unsigned dev, uint32_t pid,
@@ -444,8 +724,17 @@ const struct gwsim_dvfs_params *gwsim_dvfs_params(void)
 
 /* Kernel time completed on a device by `now`: the timeline is serial, so what is still queued
  * is exactly busy_until - now. */
-static uint64_t done_by(const struct gwsim_device *d, uint64_t now)
+static uint64_t done_by(struct gwsim_state *st, unsigned dev, uint64_t now)
 {
+    if (st->timeslice_ns != 0) {
+        struct gwsim_sched *S = &st->sched[dev];
+        sched_lock(S);
+        advance(st, dev, now);
+        uint64_t done = S->done_ns;
+        pthread_mutex_unlock(&S->lock);
+        return done;
+    }
+    const struct gwsim_device *d = &st->dev[dev];
     uint64_t total = __atomic_load_n(&d->busy_total_ns, __ATOMIC_ACQUIRE);
     uint64_t until = __atomic_load_n(&d->busy_until_ns, __ATOMIC_ACQUIRE);
     uint64_t ahead = until > now ? until - now : 0;
@@ -464,9 +753,9 @@ uint32_t gwsim_dvfs_clock(unsigned dev, uint64_t now, uint32_t *power_mw)
         return p->max_mhz;
     }
     struct gwsim_dvfs *s = &st->dvfs[dev];
+    uint64_t done = done_by(st, dev, now); /* before the spin flag: it may take the sched lock */
     while (__atomic_exchange_n(&s->lock, 1u, __ATOMIC_ACQUIRE) != 0)
         ;
-    uint64_t done = done_by(&st->dev[dev], now);
     if (s->at_ns == 0 || now < s->at_ns) {
         s->at_ns = now;
         s->done_ns = done;
@@ -508,7 +797,7 @@ uint32_t gwsim_dvfs_clock_now(unsigned dev, uint64_t now)
             continue;
         uint64_t s = k->start_ns, e = k->end_ns;
         uint32_t mhz = k->mhz;
-        if (e <= now)
+        if (e < now)
             break; /* records are in start order: nothing older runs now */
         if (s <= now && mhz != 0)
             return mhz;

@@ -11,14 +11,17 @@
 #ifndef GWSIM_STATE_H
 #define GWSIM_STATE_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #define GWSIM_MAGIC 0x5550474d49535747ULL /* "GWSIMGPU" little-endian */
-#define GWSIM_VERSION 2u /* 2: the DVFS load (dvfs[]) */
+#define GWSIM_VERSION 3u /* 2: the DVFS load (dvfs[]); 3: time slices (sched[], queue[]) */
 #define GWSIM_MAX_DEVICES 8u
 #define GWSIM_MAX_PROCS 256u
 #define GWSIM_RING 65536u /* kernel records kept per device: a second of 5-us kernels at 30 % (NVML
                            * reports whole periods of up to 1 s) */
+#define GWSIM_QUEUE 16384u /* kernels queued and not yet finished per device, time-sliced mode (a
+                           * launch waits while the oldest record it would reuse still runs) */
 #define GWSIM_NAME_LEN 96u
 #define GWSIM_SM_COUNT 132u
 #define GWSIM_DEFAULT_MEMORY (80ULL << 30)
@@ -47,6 +50,16 @@ struct gwsim_device {
     uint8_t uuid[16];
 };
 
+/* A process's queue on one device, time-sliced mode (under the device's sched lock): its
+ * kernels run in the order it launched them, linked through the device's queue[]. */
+struct gwsim_pqueue {
+    uint64_t head, tail; /* queue position + 1 of its oldest and newest unfinished kernel; 0 none */
+    uint64_t launched;   /* kernels ever queued */
+    uint64_t done;       /* kernels finished (they finish in launch order) */
+    uint64_t queued_ns;  /* run time ever queued */
+    uint64_t run_ns;     /* run time ever given */
+};
+
 struct gwsim_proc {
     uint32_t state; /* enum gwsim_proc_state, atomic */
     int32_t pid;
@@ -54,6 +67,44 @@ struct gwsim_proc {
     uint64_t used[GWSIM_MAX_DEVICES];    /* atomic, context overhead included */
     uint64_t busy_ns[GWSIM_MAX_DEVICES]; /* atomic */
     uint32_t has_ctx[GWSIM_MAX_DEVICES]; /* 1 while the process holds a context there */
+    struct gwsim_pqueue q[GWSIM_MAX_DEVICES];
+};
+
+/* ---- time slices (GPUWARDEN_SIM_TIMESLICE) ------------------------------------------------
+ * With a time slice set, a device runs each process's kernels in its launch order and
+ * alternates between processes with queued work, round robin in process-table order: the one
+ * running keeps the device until its queue is empty or its slice ends while another has work
+ * (slices are counted from when it took the device, renewed while it runs alone), as a real
+ * GPU's scheduler alternates between contexts.  A kernel's end is then known only once it has
+ * run: the schedule is worked out lazily, up to the present, by whoever looks (under `lock`),
+ * and what has run is written to the device's ring, one record per stretch a process held it.
+ * Without a time slice (0) every kernel runs in launch order whoever queued it, its end fixed
+ * when it is queued (the ring holds it at once). */
+struct gwsim_qkernel {
+    uint64_t n;       /* the process's kernel number on the device (pqueue.launched) */
+    uint64_t left_ns; /* run time still to go */
+    uint64_t end_ns;  /* when it finished, 0 while it has not */
+    uint64_t next;    /* queue position + 1 of the same process's next kernel; 0 none */
+    uint32_t proc;    /* process-table index */
+    uint32_t mhz;
+};
+
+struct gwsim_sched {
+    pthread_mutex_t lock;   /* process-shared, robust */
+    uint64_t at_ns;         /* the schedule is worked out up to here */
+    uint64_t slice_end_ns;  /* when the running process's slice ends */
+    uint64_t done_ns;       /* kernel time run, all processes */
+    uint64_t queued;        /* kernels ever queued (queue positions handed out) */
+    int32_t cur;            /* process-table index running, -1 none */
+    uint32_t waiting;       /* processes with queued kernels */
+};
+
+/* What a launch gives back: enough to tell when the kernel has finished, and when. */
+struct gwsim_ticket {
+    uint64_t end_ns; /* its end, once known (at once without time slices); 0 until then */
+    uint64_t n;      /* time-sliced: the process's kernel number on the device; 0 for none */
+    uint64_t pos;    /* time-sliced: its queue position */
+    uint64_t cum_ns; /* time-sliced: the process's queued_ns with it */
 };
 
 /* The load the DVFS model (GPUWARDEN_SIM_DVFS) sets the clock from: the device's busy share
@@ -76,6 +127,9 @@ struct gwsim_state {
     struct gwsim_proc proc[GWSIM_MAX_PROCS];
     struct gwsim_kernel ring[GWSIM_MAX_DEVICES][GWSIM_RING];
     struct gwsim_dvfs dvfs[GWSIM_MAX_DEVICES];
+    uint64_t timeslice_ns; /* GPUWARDEN_SIM_TIMESLICE at creation; 0: launch order */
+    struct gwsim_sched sched[GWSIM_MAX_DEVICES];
+    struct gwsim_qkernel queue[GWSIM_MAX_DEVICES][GWSIM_QUEUE];
 };
 
 /* The mapped state, or NULL (after one clear message on stderr) when it cannot be used. */
@@ -92,9 +146,21 @@ void gwsim_reclaim_dead(struct gwsim_state *st);
 int gwsim_charge(unsigned dev, uint64_t bytes);
 void gwsim_uncharge(unsigned dev, uint64_t bytes);
 
-/* Queue a kernel of duration_ns, run at SM clock mhz (0: no DVFS), on the device's timeline;
- * returns its end time. */
-uint64_t gwsim_timeline_push(unsigned dev, uint64_t duration_ns, uint32_t mhz);
+/* Queue a kernel of duration_ns, run at SM clock mhz (0: no DVFS), on the device's timeline,
+ * for this process; its ticket (end_ns set at once without time slices).  Waits while the
+ * device's queue is full (time-sliced). */
+struct gwsim_ticket gwsim_timeline_push(unsigned dev, uint64_t duration_ns, uint32_t mhz);
+
+/* Whether the ticket's kernel has finished by now (a zero ticket has); fills in end_ns once it
+ * has.  Only the process that queued it may ask. */
+int gwsim_ticket_done(unsigned dev, struct gwsim_ticket *t);
+
+/* Wait until the ticket's kernel has finished: spinning when `spin`, else sleeping. */
+void gwsim_ticket_wait(unsigned dev, struct gwsim_ticket *t, int spin);
+
+/* Work the schedule out up to now (time-sliced; nothing without time slices), so that the
+ * ring holds everything that ran before now.  Callers of gwsim_busy_between do this first. */
+void gwsim_timeline_settle(unsigned dev);
 
 /* Busy nanoseconds on a device within [from_ns, to_ns]; pid 0 = all processes. */
 uint64_t gwsim_busy_between(const struct gwsim_state *st, unsigned dev, uint32_t pid,

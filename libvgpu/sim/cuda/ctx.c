@@ -71,7 +71,7 @@ static long ctx_create_ms(void)
 void gwsim_ctx_activate(struct CUctx_st *ctx)
 {
     ctx->alive = 1;
-    ctx->last_end_ns = 0;
+    memset(&ctx->last, 0, sizeof ctx->last);
     init_null_stream(ctx);
     unsigned d = (unsigned)ctx->device;
     if (g_sim.dev_ctx_count[d]++ == 0) {
@@ -316,9 +316,9 @@ GWSIM_EXPORT CUresult cuCtxSynchronize(void)
     if (rc != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&g_sim.lock);
-    uint64_t until = ctx->last_end_ns;
+    struct gwsim_ticket last = ctx->last;
     pthread_mutex_unlock(&g_sim.lock);
-    gwsim_sync_wait(until);
+    gwsim_sync_ticket(ctx->device, &last);
     pthread_mutex_lock(&g_sim.lock);
     gwsim_trim_pools(ctx->device);
     pthread_mutex_unlock(&g_sim.lock);

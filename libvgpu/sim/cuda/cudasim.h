@@ -43,9 +43,9 @@ struct CUstream_st {
     struct CUctx_st *ctx;
     unsigned flags;
     int priority;
-    uint64_t last_end_ns;
-    uint64_t queued;                       /* kernels ever queued on it */
-    uint64_t ends[GWSIM_QUEUE_DEPTH];      /* end times of the last queued kernels */
+    struct gwsim_ticket last;                     /* its newest kernel (they end in order) */
+    uint64_t queued;                              /* kernels ever queued on it */
+    struct gwsim_ticket ends[GWSIM_QUEUE_DEPTH];  /* its last queued kernels */
 };
 
 struct CUctx_st {
@@ -55,7 +55,7 @@ struct CUctx_st {
     int primary;
     unsigned flags;
     unsigned refcount;   /* primary contexts: retains */
-    uint64_t last_end_ns;
+    struct gwsim_ticket last; /* the newest kernel queued in it */
     struct CUstream_st null_stream;
 };
 
@@ -64,7 +64,9 @@ struct CUevent_st {
     int alive;
     unsigned flags;
     int recorded;
-    uint64_t when_ns;
+    int device;               /* of the stream it was recorded on */
+    uint64_t recorded_ns;     /* when it was recorded */
+    struct gwsim_ticket tail; /* the stream's newest kernel then: the event completes with it */
 };
 
 struct CUmemPoolHandle_st {
@@ -133,6 +135,8 @@ void gwsim_call_cost(int which);
 /* Waits for the GPU until `mono_ns` in a synchronisation: asleep, or spinning where
  * GPUWARDEN_SIM_SYNC=spin. */
 void gwsim_sync_wait(uint64_t mono_ns);
+/* A synchronisation: wait (as GPUWARDEN_SIM_SYNC says) until the ticket's kernel has ended. */
+void gwsim_sync_ticket(int device, struct gwsim_ticket *t);
 
 struct gwsim_cuda {
     pthread_mutex_t lock;

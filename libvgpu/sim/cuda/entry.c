@@ -114,6 +114,11 @@ void gwsim_sync_wait(uint64_t mono_ns)
         ;
 }
 
+void gwsim_sync_ticket(int device, struct gwsim_ticket *t)
+{
+    gwsim_ticket_wait((unsigned)device, t, g_sim.sync_spin);
+}
+
 void gwsim_call_cost(int which)
 {
     uint64_t ns = g_sim.call_ns[which];

@@ -33,9 +33,9 @@ static CUresult resolve_stream(CUstream s, struct CUstream_st **out)
 }
 
 /* The end of everything queued on a stream, and pools trimmed as at any sync point. */
-static void sync_until(uint64_t until, int device)
+static void sync_until(struct gwsim_ticket *last, int device)
 {
-    gwsim_sync_wait(until);
+    gwsim_sync_ticket(device, last);
     pthread_mutex_lock(&g_sim.lock);
     gwsim_trim_pools(device);
     pthread_mutex_unlock(&g_sim.lock);
@@ -87,9 +87,9 @@ GWSIM_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
         return rc;
     gwsim_call_cost(GWSIM_CALL_QUERY);
     pthread_mutex_lock(&g_sim.lock);
-    uint64_t until = s->last_end_ns;
+    struct gwsim_ticket last = s->last;
     pthread_mutex_unlock(&g_sim.lock);
-    sync_until(until, s->ctx->device);
+    sync_until(&last, s->ctx->device);
     return CUDA_SUCCESS;
 }
 
@@ -101,9 +101,10 @@ GWSIM_EXPORT CUresult cuStreamQuery(CUstream hStream)
         return rc;
     gwsim_call_cost(GWSIM_CALL_QUERY);
     pthread_mutex_lock(&g_sim.lock);
-    uint64_t until = s->last_end_ns;
+    struct gwsim_ticket last = s->last;
     pthread_mutex_unlock(&g_sim.lock);
-    return gwsim_now_ns() >= until ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    return gwsim_ticket_done((unsigned)s->ctx->device, &last) ? CUDA_SUCCESS
+                                                               : CUDA_ERROR_NOT_READY;
 }
 
 /* ---- events ------------------------------------------------------------------------------- */
@@ -130,6 +131,28 @@ static int event_ok(const struct CUevent_st *e)
     return e != NULL && e->magic == GWSIM_M_EVENT && e->alive;
 }
 
+/* Whether a recorded event has completed: its stream's tail then has ended. */
+static int event_done(struct CUevent_st *e)
+{
+    pthread_mutex_lock(&g_sim.lock);
+    struct gwsim_ticket tail = e->tail;
+    pthread_mutex_unlock(&g_sim.lock);
+    int done = gwsim_ticket_done((unsigned)e->device, &tail);
+    if (done) {
+        pthread_mutex_lock(&g_sim.lock);
+        if (e->tail.n == tail.n && e->tail.pos == tail.pos)
+            e->tail.end_ns = tail.end_ns; /* known from now on */
+        pthread_mutex_unlock(&g_sim.lock);
+    }
+    return done;
+}
+
+/* When a completed event completed: its tail's end, or its recording if that came later. */
+static uint64_t event_time(const struct CUevent_st *e)
+{
+    return e->tail.end_ns > e->recorded_ns ? e->tail.end_ns : e->recorded_ns;
+}
+
 GWSIM_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
 {
     CUresult rc = gwsim_check_init();
@@ -143,7 +166,9 @@ GWSIM_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
     gwsim_call_cost(GWSIM_CALL_RECORD);
     uint64_t now = gwsim_now_ns();
     pthread_mutex_lock(&g_sim.lock);
-    hEvent->when_ns = s->last_end_ns > now ? s->last_end_ns : now; /* the stream's tail */
+    hEvent->recorded_ns = now;
+    hEvent->tail = s->last; /* the stream's tail */
+    hEvent->device = s->ctx->device;
     hEvent->recorded = 1;
     pthread_mutex_unlock(&g_sim.lock);
     return CUDA_SUCCESS;
@@ -159,7 +184,7 @@ GWSIM_EXPORT CUresult cuEventQuery(CUevent hEvent)
     gwsim_call_cost(GWSIM_CALL_QUERY);
     if (!hEvent->recorded)
         return CUDA_SUCCESS; /* nothing to wait for, as with the real driver */
-    return gwsim_now_ns() >= hEvent->when_ns ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    return event_done(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 GWSIM_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
@@ -171,7 +196,14 @@ GWSIM_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
         return CUDA_ERROR_INVALID_HANDLE;
     if (hEvent->recorded) {
         struct CUctx_st *ctx = gwsim_current_ctx();
-        gwsim_sync_wait(hEvent->when_ns);
+        pthread_mutex_lock(&g_sim.lock);
+        struct gwsim_ticket tail = hEvent->tail;
+        pthread_mutex_unlock(&g_sim.lock);
+        gwsim_sync_ticket(hEvent->device, &tail);
+        pthread_mutex_lock(&g_sim.lock);
+        if (hEvent->tail.n == tail.n && hEvent->tail.pos == tail.pos)
+            hEvent->tail.end_ns = tail.end_ns;
+        pthread_mutex_unlock(&g_sim.lock);
         if (gwsim_ctx_ok(ctx)) {
             pthread_mutex_lock(&g_sim.lock);
             gwsim_trim_pools(ctx->device);
@@ -191,10 +223,9 @@ GWSIM_EXPORT CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart
     if (!event_ok(hStart) || !event_ok(hEnd) || !hStart->recorded || !hEnd->recorded ||
         (hStart->flags & CU_EVENT_DISABLE_TIMING) || (hEnd->flags & CU_EVENT_DISABLE_TIMING))
         return CUDA_ERROR_INVALID_HANDLE;
-    uint64_t now = gwsim_now_ns();
-    if (now < hStart->when_ns || now < hEnd->when_ns)
+    if (!event_done(hStart) || !event_done(hEnd))
         return CUDA_ERROR_NOT_READY;
-    double ms = ((double)hEnd->when_ns - (double)hStart->when_ns) / 1e6;
+    double ms = ((double)event_time(hEnd) - (double)event_time(hStart)) / 1e6;
     *pMilliseconds = (float)ms;
     return CUDA_SUCCESS;
 }
@@ -287,19 +318,19 @@ static void push_kernel(struct CUstream_st *s, unsigned gx, unsigned gy, unsigne
         us *= pow((double)dvfs->max_mhz / mhz, dvfs->exponent);
     }
     uint64_t ns = (uint64_t)(us * 1000.0);
+    unsigned dev = (unsigned)s->ctx->device;
+    struct gwsim_ticket oldest = {0};
     pthread_mutex_lock(&g_sim.lock);
-    uint64_t oldest = s->queued >= GWSIM_QUEUE_DEPTH ? s->ends[s->queued % GWSIM_QUEUE_DEPTH] : 0;
+    if (s->queued >= GWSIM_QUEUE_DEPTH)
+        oldest = s->ends[s->queued % GWSIM_QUEUE_DEPTH];
     pthread_mutex_unlock(&g_sim.lock);
-    if (oldest > gwsim_now_ns())
-        gwsim_sleep_until(oldest); /* the queue is full: wait for a slot, like the driver */
-    uint64_t end = gwsim_timeline_push((unsigned)s->ctx->device, ns, mhz);
+    gwsim_ticket_wait(dev, &oldest, 0); /* the queue is full: wait for a slot, like the driver */
+    struct gwsim_ticket t = gwsim_timeline_push(dev, ns, mhz);
     pthread_mutex_lock(&g_sim.lock);
-    s->ends[s->queued % GWSIM_QUEUE_DEPTH] = end;
+    s->ends[s->queued % GWSIM_QUEUE_DEPTH] = t;
     s->queued++;
-    if (end > s->last_end_ns)
-        s->last_end_ns = end;
-    if (end > s->ctx->last_end_ns)
-        s->ctx->last_end_ns = end;
+    s->last = t; /* a process's kernels end in the order it queued them */
+    s->ctx->last = t;
     unsigned nth = ++g_sim.launches;
     pthread_mutex_unlock(&g_sim.lock);
     if (g_sim.stall_every != 0 && nth % g_sim.stall_every == 0)

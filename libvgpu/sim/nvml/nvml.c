@@ -385,6 +385,7 @@ GWSIM_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
         return NVML_ERROR_UNINITIALIZED;
     if (device_of(st, device) == NULL || utilization == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
+    gwsim_timeline_settle(device->index); /* what ran until now is in the ring */
     uint64_t now = gwsim_now_ns();
     uint64_t from = now > g_window_ns ? now - g_window_ns : 0;
     utilization->gpu = percent(gwsim_busy_between(st, device->index, 0, from, now), now - from);
@@ -410,6 +411,7 @@ GWSIM_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSampling
         return NVML_ERROR_INVALID_ARGUMENT;
     if (!g_samples || type != NVML_GPU_UTILIZATION_SAMPLES)
         return NVML_ERROR_NOT_SUPPORTED;
+    gwsim_timeline_settle(device->index);
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
     uint64_t now = gwsim_now_ns();
@@ -459,6 +461,7 @@ GWSIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     }
     /* One sample per process, stamped now, covering the time since lastSeenTimeStamp (at most
      * one window back): only what is newer than the caller's last sample is reported. */
+    gwsim_timeline_settle(device->index);
     uint64_t now_us = gwsim_realtime_us();
     uint64_t now = gwsim_now_ns();
     if (n == 0 || lastSeenTimeStamp >= now_us) {
