@@ -21,6 +21,7 @@ from typing import Any
 from libvgpu.paths import LIBVGPU_DIR, NotBuiltError, sim_lib_dir
 from libvgpu.sim import (
     DEFAULT_MEMORY,
+    DEFAULT_TIMESLICE_US,
     MAX_DEVICES,
     SIM_CTX_OVERHEAD,
     SimInputError,
@@ -60,9 +61,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     env.add_argument("--timeslice", default=None, metavar="US",
                      help="how long, in microseconds, a process holds the simulated GPU while "
                      "another has kernels queued, as a real GPU alternates between contexts; 0: "
-                     "kernels run in launch order, whoever queued them (default: the sim's, "
-                     "GPUWARDEN_SIM_TIMESLICE in libvgpu/sim/README.md); fixed when the state "
-                     "file is created")
+                     f"kernels run in launch order, whoever queued them (default "
+                     f"{DEFAULT_TIMESLICE_US}); fixed when the state file is created")
     env.set_defaults(handler=cmd_env)
 
     smoke = sub.add_parser("smoke", help="run a small workload on the simulated GPU and show "

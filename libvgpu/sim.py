@@ -14,6 +14,7 @@ from libvgpu.paths import sim_lib_dir
 
 __all__ = [
     "DEFAULT_MEMORY",
+    "DEFAULT_TIMESLICE_US",
     "MAX_DEVICES",
     "SIM_CTX_OVERHEAD",
     "SimInputError",
@@ -37,7 +38,9 @@ SIM_CTX_OVERHEAD = 300 << 20
 GWSIM_MAGIC = 0x5550474D49535747
 STATE_HEAD = struct.Struct("<QIIQQ")
 DEVICE_SIZE = 160
-# GPUWARDEN_SIM_TIMESLICE's range (simstate.c): microseconds, 0 = launch order.
+# GPUWARDEN_SIM_TIMESLICE (simstate.h): microseconds, 0 = launch order; tests/sim checks these
+# against the C side.
+DEFAULT_TIMESLICE_US = 2000
 MAX_TIMESLICE_US = 1_000_000
 
 

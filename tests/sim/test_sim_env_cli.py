@@ -109,7 +109,13 @@ def test_an_existing_gpu_of_another_shape_is_refused_not_reused(tmp_path: Path) 
 def test_the_state_head_read_from_python_matches_the_c_layout(tmp_path: Path) -> None:
     from cprog import compile_c
 
-    from libvgpu.sim import DEVICE_SIZE, GWSIM_MAGIC, STATE_HEAD
+    from libvgpu.sim import (
+        DEFAULT_TIMESLICE_US,
+        DEVICE_SIZE,
+        GWSIM_MAGIC,
+        MAX_TIMESLICE_US,
+        STATE_HEAD,
+    )
 
     src = tmp_path / "head.c"
     src.write_text("""#include <stddef.h>
@@ -117,16 +123,18 @@ def test_the_state_head_read_from_python_matches_the_c_layout(tmp_path: Path) ->
 #include "common/simstate.h"
 int main(void)
 {
-    printf("%zu %zu %zu %zu %zu %zu %llu\\n", offsetof(struct gwsim_state, version),
+    printf("%zu %zu %zu %zu %zu %zu %llu %ld %ld\\n", offsetof(struct gwsim_state, version),
            offsetof(struct gwsim_state, num_devices), offsetof(struct gwsim_state, dev),
            offsetof(struct gwsim_device, total_bytes), sizeof(struct gwsim_device),
-           sizeof(((struct gwsim_state *)0)->magic), (unsigned long long)GWSIM_MAGIC);
+           sizeof(((struct gwsim_state *)0)->magic), (unsigned long long)GWSIM_MAGIC,
+           GWSIM_DEFAULT_TIMESLICE_US, GWSIM_MAX_TIMESLICE_US);
     return 0;
 }
 """)
     exe = compile_c(src, tmp_path, extra_flags=[f"-I{REPO / 'libvgpu' / 'sim'}"])
     got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
-    assert [int(x) for x in got] == [8, 12, STATE_HEAD.size, 0, DEVICE_SIZE, 8, GWSIM_MAGIC]
+    assert [int(x) for x in got] == [8, 12, STATE_HEAD.size, 0, DEVICE_SIZE, 8, GWSIM_MAGIC,
+                                     DEFAULT_TIMESLICE_US, MAX_TIMESLICE_US]
 
 
 def test_sim_env_rejects_what_the_c_side_would(tmp_path: Path) -> None:

@@ -145,14 +145,15 @@ static int fill_new_state(struct gwsim_state *st, uint64_t file_id)
         return -1;
     }
     const char *slice = getenv("GPUWARDEN_SIM_TIMESLICE");
-    long slice_us = 0;
+    long slice_us = GWSIM_DEFAULT_TIMESLICE_US;
     if (slice != NULL && *slice != '\0') {
         char *end = NULL;
         slice_us = strtol(slice, &end, 10);
-        if (*end != '\0' || slice[0] < '0' || slice[0] > '9' || slice_us > 1000000L) {
+        if (*end != '\0' || slice[0] < '0' || slice[0] > '9' ||
+            slice_us > GWSIM_MAX_TIMESLICE_US) {
             gwsim_error("GPUWARDEN_SIM_TIMESLICE=\"%s\" is not valid: use the time slice in "
-                        "microseconds, an integer from 0 (kernels run in launch order) to 1000000",
-                        slice);
+                        "microseconds, an integer from 0 (kernels run in launch order) to %ld",
+                        slice, GWSIM_MAX_TIMESLICE_US);
             return -1;
         }
     }
