@@ -40,7 +40,7 @@ STATE_HEAD = struct.Struct("<QIIQQ")
 DEVICE_SIZE = 160
 # GPUWARDEN_SIM_TIMESLICE (simstate.h): microseconds, 0 = launch order; tests/sim checks these
 # against the C side.
-DEFAULT_TIMESLICE_US = 2000
+DEFAULT_TIMESLICE_US = 1000
 MAX_TIMESLICE_US = 1_000_000
 
 

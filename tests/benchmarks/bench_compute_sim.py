@@ -6,10 +6,14 @@ bench_compute.py, answered with tests/compute/progs/launch_loop.c on libvgpu/bui
 Prints a markdown report (the `## libvgpu compute` numbers of docs/benchmarks.md).  Sections:
 `limits` (one container at 10/30/50/70 %, two at 30 + 70, the no-limit launch cost) and
 `priority` (issue 18: a high-priority container beside a low one, flat out and in bursts, its
-bursts' start delay, two highs, a low alone) and `cold` (issue 18: a container paced at 70 % from
+bursts' start delay, two highs, a low alone), `newcomer` (issue 18: a 30 % container synchronising
+after each launch, started beside a 70 % one that was alone and never synchronises) and `cold`
+(issue 18: a container paced at 70 % from
 its first launch, the share of its first second, for kernels of 2 to 100 ms synchronised after
 each launch, every few or never, and a launch-bound model whose kernels load lazily, paced at
 30 %; `--baseline LIB` runs each row with another libvgpu.so too, in the same run, alternating).
+`--timeslices 0,2000` runs `priority` and `newcomer` on a simulated GPU of each time slice
+(GPUWARDEN_SIM_TIMESLICE, µs; 0: kernels in launch order), side by side.
 """
 
 from __future__ import annotations
@@ -38,11 +42,13 @@ def build(tmp: Path, src: Path) -> Path:
 
 
 def env(tmp: Path, name: str, preload: bool = True, shim: Path | None = None,
-        **extra: str) -> dict[str, str]:
+        timeslice: int | None = None, **extra: str) -> dict[str, str]:
     e = {k: v for k, v in os.environ.items()
          if not k.startswith(("CUDA_", "GPU_CORE", "GPUWARDEN_", "LD_PRELOAD"))}
     e.update(LD_LIBRARY_PATH=str(sim_lib_dir()), GPUWARDEN_SIM_STATE=str(tmp / f"{name}.sim"),
              GPUWARDEN_NODE_REGION=str(tmp / f"{name}.node"))
+    if timeslice is not None:
+        e["GPUWARDEN_SIM_TIMESLICE"] = str(timeslice)
     if preload:
         e["LD_PRELOAD"] = str(shim or shim_path())
     e.update(extra)
@@ -70,17 +76,19 @@ BURSTY = {"LAUNCH_LOOP_SYNC": "1", "LAUNCH_LOOP_IDLE_US": "23300"}
 PROBE = {"LAUNCH_LOOP_SYNC": "1", "LAUNCH_LOOP_IDLE_US": "8000", "LAUNCH_LOOP_LATENCY": "1"}
 
 
-def priority(tmp: Path, ll: Path) -> list[str]:
+def priority(tmp: Path, ll: Path, ts: int | None) -> dict[str, str]:
     """Issue 18's priority questions on the simulated GPU (`default` policy, 4-s runs measured
-    from 1 s on; lows run 1-ms kernels flat out)."""
+    from 1 s on; lows run 1-ms kernels flat out), on a GPU of time slice `ts`: row -> cell."""
     def alone(name: str, grid: int, **extra: str) -> dict[str, float]:
-        return fields(loop(ll, env(tmp, name, **extra), grid, 4.0))
+        return fields(loop(ll, env(tmp, f"{name}-{ts}", timeslice=ts, **extra), grid, 4.0))
 
     def pair(name: str, a: tuple[int, dict[str, str]], b: tuple[int, dict[str, str]],
              ) -> tuple[dict[str, float], dict[str, float]]:
-        e = env(tmp, name)
-        pa = loop(ll, e, a[0], 4.0, CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}.a"), **a[1])
-        pb = loop(ll, e, b[0], 4.0, CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}.b"), **b[1])
+        e = env(tmp, f"{name}-{ts}", timeslice=ts)
+        pa = loop(ll, e, a[0], 4.0, CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}-{ts}.a"),
+                  **a[1])
+        pb = loop(ll, e, b[0], 4.0, CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}-{ts}.b"),
+                  **b[1])
         return fields(pa), fields(pb)
 
     high = {"CUDA_TASK_PRIORITY": "0", "CUDA_DEVICE_SM_LIMIT": "30"}
@@ -97,22 +105,58 @@ def priority(tmp: Path, ll: Path) -> list[str]:
     def pct(x: float, of: float) -> str:
         return f"{100 * x / of:.1f}"
 
-    return [
-        "| priority (gpucores 30 each, `default`) | high: % of its alone | other: % of alone |",
-        "| --- | --- | --- |",
-        f"| high flat out beside a low | {pct(h1['share'], flat)} | {pct(l1['share'], flat)} |",
-        f"| high busy {100 * bursty:.0f} % in bursts (10-ms kernel, idle 23.3 ms) beside a low "
-        f"| {pct(h2['share'], bursty)} | **{pct(l2['share'], flat)}** |",
-        f"| high 200-µs bursts every 8 ms beside a low | {pct(h3['share'], probe['share'])} | "
-        f"{pct(l3['share'], flat)} |",
-        f"| two highs flat out | {pct(h4['share'], flat)} | {pct(h5['share'], flat)} |",
-        "",
-        f"Low alone at gpucores 30: {pct(low30, flat)} % of the unlimited one. A high burst's "
-        f"start after its launch call (sim clock): alone p50 {probe['start_p50_us']:.0f} µs / "
-        f"p99 {probe['start_p99_us']:.0f} µs; while the low one holds the GPU p50 "
-        f"{h3['start_p50_us']:.0f} µs / **p99 {h3['start_p99_us']:.0f} µs** / max "
-        f"{h3['start_max_us']:.0f} µs ({h3['starts']:.0f} bursts).",
-    ]
+    return {
+        "high flat out beside a low: high / low, % of alone":
+            f"{pct(h1['share'], flat)} / {pct(l1['share'], flat)}",
+        f"high busy ~{100 * bursty:.0f} % in bursts (10-ms kernel, idle 23.3 ms) beside a low: "
+        "high / low": f"{pct(h2['share'], bursty)} / **{pct(l2['share'], flat)}**",
+        "high 200-µs bursts every 8 ms beside a low: high / low":
+            f"{pct(h3['share'], probe['share'])} / {pct(l3['share'], flat)}",
+        "two highs flat out": f"{pct(h4['share'], flat)} / {pct(h5['share'], flat)}",
+        "low alone at gpucores 30, % of unlimited": pct(low30, flat),
+        "high burst start alone, p50 / p99 µs (sim clock)":
+            f"{probe['start_p50_us']:.0f} / {probe['start_p99_us']:.0f}",
+        "high burst start beside the low, p50 / p99 / max µs":
+            f"{h3['start_p50_us']:.0f} / **{h3['start_p99_us']:.0f}** / "
+            f"{h3['start_max_us']:.0f} ({h3['starts']:.0f} bursts)",
+    }
+
+
+# the newcomer's kernels (µs): ~H200 4096² matmuls, and 10-ms ones
+NEWCOMER = (250, 10_000)
+
+
+def newcomer(tmp: Path, ll: Path, ts: int | None) -> dict[str, str]:
+    """A 70 % container (`default`) never synchronising, alone for 2 s, then a 30 % one of the
+    same kernels synchronising after each launch for 4 s: the newcomer's share of the GPU in its
+    first second and from 1 s on, as % of its due (30 % of its own alone share), and the first
+    one's share over its whole run; on a GPU of time slice `ts`: row -> cell."""
+    cells = {}
+    for grid in NEWCOMER:
+        name = f"n{grid}-{ts}"
+        alone = fields(loop(ll, env(tmp, f"{name}-alone", timeslice=ts), grid, 3.0,
+                            LAUNCH_LOOP_SYNC="1"))["share"]
+        e = env(tmp, name, timeslice=ts)
+        first = loop(ll, e, grid, 7.0, LAUNCH_LOOP_SYNC="0", CUDA_DEVICE_SM_LIMIT="70",
+                     CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}.a"))
+        time.sleep(2.0)  # the first one alone, queueing as deep as the driver lets it
+        new = fields(loop(ll, e, grid, 4.0, LAUNCH_LOOP_SYNC="1", CUDA_DEVICE_SM_LIMIT="30",
+                          CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}.b")))
+        due = 0.3 * alone
+        cells[f"newcomer of {grid / 1000:g}-ms kernels: first second / from 1 s on, % of due; "
+              "the first one's share"] = (
+            f"{100 * new['first_share'] / due:.0f} / {100 * new['share'] / due:.0f}; "
+            f"{100 * share(first):.1f}")
+    return cells
+
+
+def side_by_side(title: str, runs: list[tuple[str, dict[str, str]]]) -> list[str]:
+    """One table: a row per question, a column per simulated GPU."""
+    lines = [f"| {title} | " + " | ".join(name for name, _ in runs) + " |",
+             "| --- | " + "--- | " * len(runs)]
+    for row in runs[0][1]:
+        lines.append(f"| {row} | " + " | ".join(cells.get(row, "") for _, cells in runs) + " |")
+    return lines
 
 
 # (kernel µs, synchronise every N launches, 0 = never): the cold-start rows
@@ -169,12 +213,24 @@ def command(argv: list[str] | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sections = ("limits", "priority", "cold")
+    sections = ("limits", "priority", "newcomer", "cold")
     ap.add_argument("--only", default=",".join(sections),
                     help=f"comma list of: {', '.join(sections)}")
     ap.add_argument("--baseline", type=Path, default=None,
                     help="another libvgpu.so to run the cold rows with, side by side")
+    ap.add_argument("--timeslices", default=None, metavar="US,...",
+                    help="run priority and newcomer on a simulated GPU of each time slice "
+                    "(µs; 0: kernels in launch order), side by side (default: the sim's own)")
     args = ap.parse_args(argv)
+    from libvgpu.sim import SimInputError, parse_timeslice
+
+    try:
+        slices: list[int | None] = [None] if args.timeslices is None else [
+            parse_timeslice(v, name="--timeslices") for v in args.timeslices.split(",")]
+    except SimInputError as err:
+        ap.error(str(err))
+    names = ["this sim" if ts is None else "launch order" if ts == 0 else f"{ts}-µs slices"
+             for ts in slices]
     only = set(args.only.split(","))
     if only - set(sections):
         ap.error(f"--only: unknown {sorted(only - set(sections))} (valid: {', '.join(sections)})")
@@ -185,7 +241,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         ll = build(tmp, REPO / "tests/compute/progs/launch_loop.c")
-        prio = priority(tmp, ll) if "priority" in only else []
+        prio: list[str] = []
+        if "priority" in only:
+            prio += side_by_side("priority (gpucores 30 each, `default`)", [
+                (n, priority(tmp, ll, ts)) for n, ts in zip(names, slices, strict=True)])
+        if "newcomer" in only:
+            prio += [""] * bool(prio) + side_by_side("newcomer (30 % beside a 70 % one)", [
+                (n, newcomer(tmp, ll, ts)) for n, ts in zip(names, slices, strict=True)])
         if "cold" in only:
             prio += [""] * bool(prio) + cold(tmp, ll, args.baseline)
         if "limits" not in only:

@@ -26,7 +26,7 @@
 #define GWSIM_SM_COUNT 132u
 #define GWSIM_DEFAULT_MEMORY (80ULL << 30)
 #define GWSIM_DEFAULT_CTX_OVERHEAD (300ULL << 20)
-#define GWSIM_DEFAULT_TIMESLICE_US 2000L /* the order of a real driver's (not documented) */
+#define GWSIM_DEFAULT_TIMESLICE_US 1000L /* the order of a real driver's (README.md) */
 #define GWSIM_MAX_TIMESLICE_US 1000000L
 
 enum gwsim_proc_state { GWSIM_PROC_FREE = 0, GWSIM_PROC_CLAIMING = 1, GWSIM_PROC_LIVE = 2,
