@@ -329,7 +329,8 @@ void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream)
     now = vgpu_compute_now();
     if (!(w & VGPU_COMPUTE_TOUCHED) && vgpu_cs.node != NULL && c->node_slot >= 0)
         vgpu_node_touch(vgpu_cs.node, c->node_slot, now); /* neighbours see us at their next tick */
-    if (!(w & VGPU_COMPUTE_GATE) || (!LD(&c->limit) && !LD(&c->yield) && !LD(&c->track)) ||
+    if (!(w & VGPU_COMPUTE_GATE) ||
+        (!LD(&c->limit) && !LD(&c->yield) && !LD(&c->track) && !LD(&c->hold)) ||
         capturing(stream))
         return;
 

@@ -59,6 +59,8 @@ struct vgpu_cdev {
     uint32_t nclaim;  /* a low's claiming-high neighbours, slots in claim[] (atomic; ticker) */
     uint32_t claim[VGPU_CS_CLAIM_MAX];
     uint32_t track;   /* others share the GPU: keep the busy horizon even when not paced */
+    uint32_t hold;    /* a low one with gpucores alone, not paced: gated for its queue's depth
+                       * (ALONE_QUEUE_NS) only, so that a newcomer does not wait behind it */
     uint32_t sharing; /* another container is active on the GPU: pace in bursts (atomic) */
     uint32_t light;   /* paced and using little of its share: claims like a high (lim_light;
                        * atomic; ticker) */

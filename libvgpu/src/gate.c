@@ -17,6 +17,11 @@
 #define TOLERANCE_NS   2000000ull  /* pacer burst: the most GPU-time credit, in wall time */
 #define TOLERANCE_SHARED_NS 20000000ull /* ... on a shared GPU, where launches go in bursts */
 #define QUEUE_NS       2000000ull  /* estimated work a process may have queued ahead */
+#define ALONE_QUEUE_NS 100000000ull /* ... a low one with gpucores while alone and not paced: a
+                                    * newcomer waits behind no more than this (a loop that never
+                                    * synchronises queued ~11 s of 10-ms kernels otherwise); deep
+                                    * enough that the host's own work between steps still
+                                    * overlaps the GPU's */
 #define SLEEP_CHUNK_NS 2000000ull  /* waits re-check yield/limit this often */
 #define CLAIM_CHUNK_NS 500000ull   /* a low waiting out a high one's claim re-reads it this often:
                                     * the high one's ticker may cut it short (ticker.c, watch) */
@@ -69,17 +74,17 @@ static uint64_t queued_work(uint64_t est, int known)
     return known || est > HORIZON_UNKNOWN_NS ? est : HORIZON_UNKNOWN_NS;
 }
 
-/* The estimated work this process has ahead of the GPU, as the queue bound counts it: what is
- * outstanding (launched, not seen complete), less what the oldest measured launch in flight has
- * run of it beyond QUEUE_NS.  A kernel longer than QUEUE_NS is then not waited out to its end
- * before the next launch goes: that left the GPU idle while the waiting thread woke (paced 3-ms
- * kernels at 70 % got 0.63-0.68).  It runs from when the work before it was seen complete (no
- * earlier than its start), or from its launch, whichever is later; the launch precedes the
- * start, by more when it waited behind a neighbour's work, so the credit can run ahead of the
- * GPU there.  Either way at most one launch queues behind a long one: the credit never exceeds
- * the oldest's own part beyond QUEUE_NS.  Kernels of QUEUE_NS and less get none (their
- * bound is as before).  Under c->lock (the ring's head). */
-static uint64_t queue_ahead(struct vgpu_cdev *c, uint64_t now)
+/* The estimated work this process has ahead of the GPU, as the queue bound `bound` counts it:
+ * what is outstanding (launched, not seen complete), less what the oldest measured launch in
+ * flight has run of it beyond `bound`.  A kernel longer than the bound is then not waited out to
+ * its end before the next launch goes: that left the GPU idle while the waiting thread woke
+ * (paced 3-ms kernels at 70 % got 0.63-0.68).  It runs from when the work before it was seen
+ * complete (no earlier than its start), or from its launch, whichever is later; the launch
+ * precedes the start, by more when it waited behind a neighbour's work, so the credit can run
+ * ahead of the GPU there.  Either way at most one launch queues behind a long one: the credit
+ * never exceeds the oldest's own part beyond the bound.  Kernels no longer than the bound get
+ * none.  Under c->lock (the ring's head). */
+static uint64_t queue_ahead(struct vgpu_cdev *c, uint64_t now, uint64_t bound)
 {
     uint64_t done, out, credit = 0;
 
@@ -90,8 +95,8 @@ static uint64_t queue_ahead(struct vgpu_cdev *c, uint64_t now)
         const struct vgpu_cpend *p = &c->ring[c->head];
         uint64_t mark = __atomic_load_n(&p->mark, __ATOMIC_ACQUIRE);
         uint64_t from = LD(&c->completed_at) > p->launched ? LD(&c->completed_at) : p->launched;
-        if (mark != UINT64_MAX && mark > done && mark - done > QUEUE_NS && now > from) {
-            credit = mark - done - QUEUE_NS;
+        if (mark != UINT64_MAX && mark > done && mark - done > bound && now > from) {
+            credit = mark - done - bound;
             credit = now - from < credit ? now - from : credit;
         }
     }
@@ -239,7 +244,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
     uint32_t limit;
     int known = 0; /* the samples the signature has, up to LIM_COST_SAMPLES */
     int want_sample;
-    int bounded;
+    uint64_t bound; /* the queue bound: 0 none */
 
     est = lim_cost_estimate(&vgpu_cs.costs, key, &known, &raw);
     queued = queued_work(est, known);
@@ -264,21 +269,26 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
     g->dev = d;
 
     /* The queue bound: no more than QUEUE_NS of estimated work ahead of the GPU, for paced
-     * work and for low-priority work on a shared GPU (so that it can yield at short notice).
+     * work and for low-priority work on a shared GPU (so that it can yield at short notice);
+     * ALONE_QUEUE_NS for a low one with gpucores alone (`hold`: not paced, so that whoever
+     * arrives next waits behind no more than that).
      * A kernel longer than that is credited what it has run (queue_ahead).  (Raising the
      * bound to one kernel of the launch's size was tried: two containers sharing, whose
      * samples include each other's queued work, then queued deeper, and a 70 % one read 0.47
      * where 0.70 was due; docs/benchmarks.md.) */
-    bounded = limit != 0 || vgpu_cs.priority == LIM_PRIORITY_LOW;
+    bound = limit != 0                         ? QUEUE_NS
+            : LD(&c->hold)                     ? ALONE_QUEUE_NS
+            : vgpu_cs.priority == LIM_PRIORITY_LOW ? QUEUE_NS
+                                               : 0;
     outstanding = LD(&c->submitted) - LD(&c->completed);
-    vgpu_measure_poll_due(c, now, bounded && outstanding > QUEUE_NS, m);
+    vgpu_measure_poll_due(c, now, bound && outstanding > bound, m);
     outstanding = LD(&c->submitted) - LD(&c->completed);
-    if (bounded && outstanding > QUEUE_NS && queue_ahead(c, now) > QUEUE_NS) {
+    if (bound && outstanding > bound && queue_ahead(c, now, bound) > bound) {
         /* a wait like the pacer's, counted in waited_ns; the pacer below books at the time the
          * launch came (the time waited for its own work to drain is no idle GPU, so it keeps
          * the credit) */
         uint64_t mark = wait_begin(c, now);
-        while (queue_ahead(c, vgpu_compute_now()) > QUEUE_NS && LD(&c->count) > 0 &&
+        while (queue_ahead(c, vgpu_compute_now(), bound) > bound && LD(&c->count) > 0 &&
                !LD(&c->stalled) && await_measured(c, now, m))
             credit_wait(c, &mark);
         wait_end(c, &mark);
@@ -349,7 +359,10 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
             g->provisional_raw = raw;
         }
     }
-    g->est = est;
+    /* what the queue bound counts: a launch of unknown cost alone under `hold` as `queued` (1 ms
+     * at least), or a loop that never synchronises queues the driver's whole depth before its
+     * first measurement is back (the paced path has PROVISIONAL_MAX for that) */
+    g->est = LD(&c->hold) && !known ? queued : est;
     {
         /* The busy horizon tells neighbours this process still has work queued (a process
          * waiting in a synchronize is active as long as its GPU work runs).  A launch of unknown
@@ -373,9 +386,12 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
     /* Measure: unknown or young signatures, one in SAMPLE_EVERY, and whenever QUEUE_NS / 4 of
      * estimated work went by unmeasured: the queue bound counts what is outstanding from the
      * newest finished measurement, so a coarser grain would drain the queue (and idle the GPU)
-     * before the bound lets a launch go. */
-    want_sample = known < (int)YOUNG_SAMPLES || sample_due(c) ||
-                  LD(&c->submitted) - LD(&c->sampled_at) >= QUEUE_NS / 4u;
+     * before the bound lets a launch go.  Under `hold` only the bound's grain (a quarter of
+     * ALONE_QUEUE_NS): nothing is paced, and a launch-bound loop alone keeps its speed (sim,
+     * 5-us kernels synchronised after each: 25 % slower with one in SAMPLE_EVERY measured). */
+    want_sample = known < (int)YOUNG_SAMPLES ||
+                  (bound == ALONE_QUEUE_NS ? 0 : sample_due(c)) ||
+                  LD(&c->submitted) - LD(&c->sampled_at) >= bound / 4u;
     if (!want_sample)
         return;
     vgpu_measure_start(c, g, key, stream, m);

@@ -316,6 +316,14 @@ void vgpu_tick(uint64_t now)
         if (v.light)
             flags |= VGPU_COMPUTE_FLAG_LIGHT;
         ST(&c->track, census.present > 0 ? 1u : 0u);
+        /* a low one with gpucores, alone and not paced, keeps its queue no deeper than
+         * ALONE_QUEUE_NS (gate.c), so that a newcomer never waits behind seconds of it */
+        ST(&c->hold, census.present == 0 && !r.limit_pct && !r.yield &&
+                         vgpu_cs.priority == LIM_PRIORITY_LOW &&
+                         vgpu_cs.policy != LIM_POLICY_DISABLE && v.limit_pct > 0 &&
+                         v.limit_pct < 100
+                     ? 1u
+                     : 0u);
         uint32_t others = census.high + census.low + census.light; /* active on the GPU */
         ST(&c->sharing, others > 0 ? 1u : 0u);
         if (others)
@@ -328,7 +336,7 @@ void vgpu_tick(uint64_t now)
             flags |= VGPU_COMPUTE_FLAG_NODE_UNKNOWN;
         ST(&b->effective_pct, r.limit_pct);
         ST(&b->flags, flags);
-        if (r.limit_pct || r.yield || census.present > 0)
+        if (r.limit_pct || r.yield || census.present > 0 || LD(&c->hold))
             gate = 1;
     }
     if (may_pace && !vgpu_cs.clock_started && vgpu_cs.ndev > 0)

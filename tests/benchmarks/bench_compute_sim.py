@@ -11,7 +11,9 @@ after each launch, started beside a 70 % one that was alone and never synchronis
 (issue 18: a container paced at 70 % from
 its first launch, the share of its first second, for kernels of 2 to 100 ms synchronised after
 each launch, every few or never, and a launch-bound model whose kernels load lazily, paced at
-30 %; `--baseline LIB` runs each row with another libvgpu.so too, in the same run, alternating).
+30 %), and `alonecost` (a container alone under gpucores 30, launch-bound and GPU-bound, with a
+real driver's call costs: what the gate costs it); `--baseline LIB` runs the cold, newcomer and
+alonecost rows with another libvgpu.so too, in the same run, alternating.
 `--timeslices 0,2000` runs `priority` and `newcomer` on a simulated GPU of each time slice
 (GPUWARDEN_SIM_TIMESLICE, µs; 0: kernels in launch order), side by side.
 """
@@ -126,17 +128,18 @@ def priority(tmp: Path, ll: Path, ts: int | None) -> dict[str, str]:
 NEWCOMER = (250, 10_000)
 
 
-def newcomer(tmp: Path, ll: Path, ts: int | None) -> dict[str, str]:
+def newcomer(tmp: Path, ll: Path, ts: int | None, shim: Path | None = None) -> dict[str, str]:
     """A 70 % container (`default`) never synchronising, alone for 2 s, then a 30 % one of the
     same kernels synchronising after each launch for 4 s: the newcomer's share of the GPU in its
     first second and from 1 s on, as % of its due (30 % of its own alone share), and the first
-    one's share over its whole run; on a GPU of time slice `ts`: row -> cell."""
+    one's launched work over its whole run; on a GPU of time slice `ts`, with `shim` (default
+    this tree's): row -> cell."""
     cells = {}
     for grid in NEWCOMER:
-        name = f"n{grid}-{ts}"
+        name = f"n{grid}-{ts}-{shim is not None}"
         alone = fields(loop(ll, env(tmp, f"{name}-alone", timeslice=ts), grid, 3.0,
                             LAUNCH_LOOP_SYNC="1"))["share"]
-        e = env(tmp, name, timeslice=ts)
+        e = env(tmp, name, shim=shim, timeslice=ts)
         first = loop(ll, e, grid, 7.0, LAUNCH_LOOP_SYNC="0", CUDA_DEVICE_SM_LIMIT="70",
                      CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}.a"))
         time.sleep(2.0)  # the first one alone, queueing as deep as the driver lets it
@@ -144,10 +147,44 @@ def newcomer(tmp: Path, ll: Path, ts: int | None) -> dict[str, str]:
                           CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}.b")))
         due = 0.3 * alone
         cells[f"newcomer of {grid / 1000:g}-ms kernels: first second / from 1 s on, % of due; "
-              "the first one's share"] = (
+              "the first one's launched work, % of wall"] = (
             f"{100 * new['first_share'] / due:.0f} / {100 * new['share'] / due:.0f}; "
             f"{100 * share(first):.1f}")
     return cells
+
+
+# launch-bound and GPU-bound loops alone: (kernel µs, their environment)
+ALONE = (("1-µs kernels, never synchronised", 1, {"LAUNCH_LOOP_SYNC": "0"}),
+         ("1-µs kernels, synchronised every 64", 1, {"LAUNCH_LOOP_SYNC": "64"}),
+         ("20-µs kernels, 80 µs of CPU each, synchronised every 16", 20,
+          {"LAUNCH_LOOP_SYNC": "16", "LAUNCH_LOOP_GAP_US": "80"}),
+         ("5-µs kernels, never synchronised", 5, {"LAUNCH_LOOP_SYNC": "0"}))
+
+
+def alonecost(tmp: Path, ll: Path, baseline: Path | None) -> list[str]:
+    """A container alone under gpucores 30 (`default`: not paced) with a real driver's call
+    costs (`GPUWARDEN_SIM_CALL_NS`, 2.9 µs a launch): its launch rate as % of the same loop with
+    no libvgpu, medians of three alternated rounds, this tree and `baseline`."""
+    libs = [("this tree", None)] + ([(f"`{baseline}`", baseline)] if baseline else [])
+    rates: dict[tuple[str, str], list[float]] = {}
+    for rnd in range(3):
+        for label, grid, extra in ALONE:
+            for i, (which, lib, preload) in enumerate([("plain", None, False)] + [
+                    (name, lib, True) for name, lib in libs]):
+                e = env(tmp, f"a{rnd}-{grid}-{i}-{len(rates)}", preload=preload, shim=lib,
+                        GPUWARDEN_SIM_CALL_NS="2900,1100,150")
+                if preload:
+                    e["CUDA_DEVICE_SM_LIMIT"] = "30"
+                rates.setdefault((label, which), []).append(
+                    fields(loop(ll, e, grid, 2.0, **extra))["rate"])
+    lines = ["| alone at gpucores 30 (`default`), % of the rate with no libvgpu | "
+             + " | ".join(name for name, _ in libs) + " |", "| --- | " + "--- | " * len(libs)]
+    for label, _, _ in ALONE:
+        plain = statistics.median(rates[(label, "plain")])
+        lines.append(f"| {label} | " + " | ".join(
+            f"{100 * statistics.median(rates[(label, name)]) / plain:.1f}" for name, _ in libs)
+            + " |")
+    return lines
 
 
 def side_by_side(title: str, runs: list[tuple[str, dict[str, str]]]) -> list[str]:
@@ -213,11 +250,12 @@ def command(argv: list[str] | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sections = ("limits", "priority", "newcomer", "cold")
+    sections = ("limits", "priority", "newcomer", "alonecost", "cold")
     ap.add_argument("--only", default=",".join(sections),
                     help=f"comma list of: {', '.join(sections)}")
     ap.add_argument("--baseline", type=Path, default=None,
-                    help="another libvgpu.so to run the cold rows with, side by side")
+                    help="another libvgpu.so to run the cold, newcomer and alonecost rows with, "
+                    "side by side")
     ap.add_argument("--timeslices", default=None, metavar="US,...",
                     help="run priority and newcomer on a simulated GPU of each time slice "
                     "(µs; 0: kernels in launch order), side by side (default: the sim's own)")
@@ -246,8 +284,13 @@ def main(argv: list[str] | None = None) -> int:
             prio += side_by_side("priority (gpucores 30 each, `default`)", [
                 (n, priority(tmp, ll, ts)) for n, ts in zip(names, slices, strict=True)])
         if "newcomer" in only:
+            libs = [("", None)] + ([(f", `{args.baseline}`", args.baseline)]
+                                    if args.baseline else [])
             prio += [""] * bool(prio) + side_by_side("newcomer (30 % beside a 70 % one)", [
-                (n, newcomer(tmp, ll, ts)) for n, ts in zip(names, slices, strict=True)])
+                (n + label, newcomer(tmp, ll, ts, lib))
+                for n, ts in zip(names, slices, strict=True) for label, lib in libs])
+        if "alonecost" in only:
+            prio += [""] * bool(prio) + alonecost(tmp, ll, args.baseline)
         if "cold" in only:
             prio += [""] * bool(prio) + cold(tmp, ll, args.baseline)
         if "limits" not in only:

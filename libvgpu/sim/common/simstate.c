@@ -483,9 +483,9 @@ static void advance(struct gwsim_state *st, unsigned dev, uint64_t now)
         S->done_ns += run;
         q->run_ns += run;
         if (k->left_ns == 0) {
-            k->end_ns = t;
+            __atomic_store_n(&k->end_ns, t, __ATOMIC_RELEASE);
             q->head = k->next;
-            q->done++;
+            __atomic_store_n(&q->done, q->done + 1, __ATOMIC_RELEASE); /* done_unlocked reads */
             if (q->head == 0) {
                 q->tail = 0;
                 S->waiting--;
@@ -546,9 +546,9 @@ struct gwsim_ticket gwsim_timeline_push(unsigned dev, uint64_t duration_ns, uint
         gwsim_sleep_until(gwsim_now_ns() + 100000u);
     }
     uint64_t pos1 = ++S->queued;
-    k->n = ++q->launched;
+    __atomic_store_n(&k->end_ns, 0, __ATOMIC_RELEASE); /* done_unlocked reads these two */
+    __atomic_store_n(&k->n, ++q->launched, __ATOMIC_RELEASE);
     k->left_ns = duration_ns;
-    k->end_ns = 0;
     k->next = 0;
     k->proc = (uint32_t)(self - st->proc);
     k->mhz = mhz;
@@ -594,6 +594,21 @@ static int ticket_check(struct gwsim_state *st, unsigned dev, struct gwsim_proc 
     return 0;
 }
 
+/* Without the lock: whether the schedule, as far as it was worked out, finished the ticket's
+ * kernel (0 also when it cannot tell: the locked path decides). */
+static int done_unlocked(struct gwsim_state *st, unsigned dev, struct gwsim_proc *self,
+                         struct gwsim_ticket *t)
+{
+    if (__atomic_load_n(&self->q[dev].done, __ATOMIC_ACQUIRE) < t->n)
+        return 0;
+    const struct gwsim_qkernel *k = queued(st, dev, t->pos);
+    uint64_t end = __atomic_load_n(&k->end_ns, __ATOMIC_ACQUIRE);
+    if (end == 0 || __atomic_load_n(&k->n, __ATOMIC_ACQUIRE) != t->n)
+        return 0;
+    t->end_ns = end;
+    return 1;
+}
+
 int gwsim_ticket_done(unsigned dev, struct gwsim_ticket *t)
 {
     if (t->end_ns != 0)
@@ -603,6 +618,8 @@ int gwsim_ticket_done(unsigned dev, struct gwsim_ticket *t)
     struct gwsim_state *st = gwsim_state();
     struct gwsim_proc *self = gwsim_self();
     if (st == NULL || self == NULL || dev >= st->num_devices)
+        return 1;
+    if (done_unlocked(st, dev, self, t))
         return 1;
     struct gwsim_sched *S = &st->sched[dev];
     uint64_t wait;
@@ -621,7 +638,8 @@ void gwsim_ticket_wait(unsigned dev, struct gwsim_ticket *t, int spin)
     for (;;) {
         uint64_t until = t->end_ns;
         if (until == 0) {
-            if (t->n == 0 || st == NULL || self == NULL || dev >= st->num_devices)
+            if (t->n == 0 || st == NULL || self == NULL || dev >= st->num_devices ||
+                done_unlocked(st, dev, self, t))
                 return;
             struct gwsim_sched *S = &st->sched[dev];
             uint64_t wait;
@@ -633,6 +651,8 @@ void gwsim_ticket_wait(unsigned dev, struct gwsim_ticket *t, int spin)
             if (done)
                 return;
             until = now + wait; /* it cannot end before this: look again then */
+        } else if (gwsim_now_ns() >= until) {
+            return; /* ended already: no call into the kernel */
         }
         if (spin) {
             while (gwsim_now_ns() < until)

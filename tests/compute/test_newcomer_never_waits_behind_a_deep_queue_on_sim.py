@@ -1,0 +1,74 @@
+"""A `default` container with gpucores alone on its GPU is not paced, but it keeps no more than
+~100 ms of work queued (`hold`; gate.c, ALONE_QUEUE_NS), so that a container that arrives later
+never waits behind seconds of it.  Pacing and turns only govern what a process launches after it
+sees its neighbour; what it queued before runs anyway.
+
+Without the bound, on the simulated GPU: a 70 % container of 10-ms kernels that never
+synchronises, alone for ~1.5 s, has queued ~10 s of work (the driver's 1024 launches); a 30 % one
+started then gets half the GPU for as long as that queue lasts where the GPU alternates between
+the two in time slices (the sim's default; its first 4 s: 1.7 times its due), and nothing at all
+where it runs kernels in launch order.  With the bound it gets its share within about a second.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from testbed import wait_for
+
+KERNEL_NS = 10_000_000  # grid 10000 on the simulated GPU: a 10-ms kernel
+SECOND = 1_000_000_000
+
+
+def state(region: Path):
+    from libvgpu.region import Region
+
+    with Region.open(region) as r:
+        return r.compute_state(0)
+
+
+def share(times: list[int], start: int, end: int) -> float:
+    return sum(start <= t < end for t in times) * KERNEL_NS / (end - start)
+
+
+@pytest.mark.slow
+def test_a_newcomer_gets_its_share_beside_a_loop_that_never_synchronised(
+        loop, sim_gpu, tmp_path) -> None:
+    regions = {name: tmp_path / f"{name}.region" for name in ("old", "new")}
+    times = {name: tmp_path / f"{name}.times" for name in ("old", "new")}
+    old = loop.start(sim_gpu.env, "kernel", 10000, 5.5, CUDA_DEVICE_SM_LIMIT="70",
+                     CUDA_DEVICE_MEMORY_SHARED_CACHE=str(regions["old"]),
+                     LAUNCH_LOOP_SYNC="0", LAUNCH_LOOP_TIMES=str(times["old"]))
+    seen: dict[str, object] = {}
+
+    def launched_once() -> bool:
+        from libvgpu.region import RegionError
+
+        try:  # the region appears with the process's first launch
+            seen["old"] = state(regions["old"])
+        except RegionError:
+            return False
+        return True
+
+    wait_for(launched_once, 10, "the first container's first launch")
+    alone_from = time.monotonic()
+    # the scenario's first phase: it runs alone for 1.2 s (without the bound, its queue is the
+    # driver's whole depth by then)
+    wait_for(lambda: time.monotonic() - alone_from >= 1.2, 5, "1.2 s of the first one alone")
+    new = loop.start(sim_gpu.env, "kernel", 10000, 3.0, CUDA_DEVICE_SM_LIMIT="30",
+                     CUDA_DEVICE_MEMORY_SHARED_CACHE=str(regions["new"]),
+                     LAUNCH_LOOP_SYNC="1", LAUNCH_LOOP_TIMES=str(times["new"]))
+    loop.result(new)
+    loop.result(old)
+    launched = {name: [int(w) for w in path.read_text().split()] for name, path in times.items()}
+    t0 = launched["new"][0]
+    # its share once both pace and take turns (seconds 1.0-2.5 of its run); 0.0 without the bound
+    got = share(launched["new"], t0 + SECOND, t0 + 5 * SECOND // 2)
+    assert got == pytest.approx(0.30, abs=0.08), (got, launched["new"][:20])
+    # what the first one had queued when the newcomer came: its kernels launched by then, less
+    # what the GPU, busy with them since its first launch, had run (~10 s without the bound)
+    a0 = launched["old"][0]
+    queued = sum(t < t0 for t in launched["old"]) * KERNEL_NS - (t0 - a0)
+    assert queued <= 300_000_000, (queued, t0 - a0)
