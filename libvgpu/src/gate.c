@@ -391,7 +391,8 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
      * 5-us kernels synchronised after each: 25 % slower with one in SAMPLE_EVERY measured). */
     want_sample = known < (int)YOUNG_SAMPLES ||
                   (bound == ALONE_QUEUE_NS ? 0 : sample_due(c)) ||
-                  LD(&c->submitted) - LD(&c->sampled_at) >= bound / 4u;
+                  LD(&c->submitted) - LD(&c->sampled_at) >=
+                      (bound == ALONE_QUEUE_NS ? ALONE_QUEUE_NS : QUEUE_NS) / 4u;
     if (!want_sample)
         return;
     vgpu_measure_start(c, g, key, stream, m);

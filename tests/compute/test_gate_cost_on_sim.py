@@ -38,3 +38,30 @@ def test_gate_adds_few_driver_calls_to_a_launch_bound_loop(loop, make_sim_gpu, t
     # pacer bound until the busy feedback brought them down; a launch that waited cost less CPU
     # (1.3-1.4 us against 1.6-1.9 once it did not)
     assert min(gated) - min(plain) < 0.4 * min(plain), (plain, gated)
+
+
+def _gated_call_ns(loop, gpu, tmp_path, name: str, **extra: str) -> float:
+    return call_ns(loop, gpu.env, CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"{name}.region"),
+                   **extra)
+
+
+@pytest.mark.slow
+def test_a_container_alone_under_default_and_a_high_beside_a_low_measure_little(
+        loop, make_sim_gpu, tmp_path) -> None:
+    """Two gate paths that pace nothing: a container with gpucores alone under `default` (only
+    its queue is bounded, at 100 ms: `hold`) and a high-priority one beside a low (it keeps its
+    busy horizon for the low).  Neither may measure more than the paced path does: the grain of
+    the bound they keep, not every launch (two records each)."""
+    plain, alone, high = [], [], []
+    for i in range(3):  # alternated, the best of each, as above
+        plain.append(call_ns(loop, make_sim_gpu().env))
+        alone.append(_gated_call_ns(loop, make_sim_gpu(), tmp_path, f"alone{i}",
+                                    CUDA_DEVICE_SM_LIMIT="30"))
+        gpu = make_sim_gpu()
+        low = loop.start(gpu.env, "kernel", 1000, 3.0, CUDA_DEVICE_SM_LIMIT="30",
+                         CUDA_TASK_PRIORITY="1",
+                         CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"low{i}.region"))
+        high.append(_gated_call_ns(loop, gpu, tmp_path, f"high{i}", CUDA_TASK_PRIORITY="0"))
+        loop.result(low)
+    assert min(alone) - min(plain) < 0.4 * min(plain), (plain, alone)
+    assert min(high) - min(plain) < 0.4 * min(plain), (plain, high)
