@@ -609,6 +609,20 @@ static int done_unlocked(struct gwsim_state *st, unsigned dev, struct gwsim_proc
     return 1;
 }
 
+/* Work the schedule out to now and check the ticket under the lock (ticket_check); the
+ * moment looked at goes to *now. */
+static int ticket_look(struct gwsim_state *st, unsigned dev, struct gwsim_proc *self,
+                       struct gwsim_ticket *t, uint64_t *now, uint64_t *at_least)
+{
+    struct gwsim_sched *S = &st->sched[dev];
+    sched_lock(S);
+    *now = gwsim_now_ns();
+    advance(st, dev, *now);
+    int done = ticket_check(st, dev, self, t, *now, at_least);
+    pthread_mutex_unlock(&S->lock);
+    return done;
+}
+
 int gwsim_ticket_done(unsigned dev, struct gwsim_ticket *t)
 {
     if (t->end_ns != 0)
@@ -619,16 +633,8 @@ int gwsim_ticket_done(unsigned dev, struct gwsim_ticket *t)
     struct gwsim_proc *self = gwsim_self();
     if (st == NULL || self == NULL || dev >= st->num_devices)
         return 1;
-    if (done_unlocked(st, dev, self, t))
-        return 1;
-    struct gwsim_sched *S = &st->sched[dev];
-    uint64_t wait;
-    sched_lock(S);
-    uint64_t now = gwsim_now_ns();
-    advance(st, dev, now);
-    int done = ticket_check(st, dev, self, t, now, &wait);
-    pthread_mutex_unlock(&S->lock);
-    return done;
+    uint64_t now, wait;
+    return done_unlocked(st, dev, self, t) || ticket_look(st, dev, self, t, &now, &wait);
 }
 
 void gwsim_ticket_wait(unsigned dev, struct gwsim_ticket *t, int spin)
@@ -641,14 +647,8 @@ void gwsim_ticket_wait(unsigned dev, struct gwsim_ticket *t, int spin)
             if (t->n == 0 || st == NULL || self == NULL || dev >= st->num_devices ||
                 done_unlocked(st, dev, self, t))
                 return;
-            struct gwsim_sched *S = &st->sched[dev];
-            uint64_t wait;
-            sched_lock(S);
-            uint64_t now = gwsim_now_ns();
-            advance(st, dev, now);
-            int done = ticket_check(st, dev, self, t, now, &wait);
-            pthread_mutex_unlock(&S->lock);
-            if (done)
+            uint64_t now, wait;
+            if (ticket_look(st, dev, self, t, &now, &wait))
                 return;
             until = now + wait; /* it cannot end before this: look again then */
         } else if (gwsim_now_ns() >= until) {
