@@ -115,8 +115,8 @@ def service_runs(loop, make_sim_gpu, tmp_path: Path, idle_us: int) -> tuple[dict
     ("idle_us", "keeps", "busy_gets"),
     [
         # a request every ~10 ms: ~0.099 alone.  It keeps at least 85 % of that (0.5 when it
-        # took turns; on this first-in first-out GPU each request waits behind the loop's short
-        # queue), and the loop gets most of what it leaves (0.70 when it took turns; 0.84 while
+        # took turns; each request waits behind the loop's short queue, or the rest of its time
+        # slice), and the loop gets most of what it leaves (0.70 when it took turns; 0.84 while
         # each claim was padded by a 1-ms low queue, 0.875-0.88 at 0.4 ms)
         (9000, 0.85, 0.855),
         # a request every ~4 ms: ~0.24 alone, 80 % of its 30 % share.  Light only under half its
