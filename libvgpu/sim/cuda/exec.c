@@ -131,19 +131,30 @@ static int event_ok(const struct CUevent_st *e)
     return e != NULL && e->magic == GWSIM_M_EVENT && e->alive;
 }
 
-/* Whether a recorded event has completed: its stream's tail then has ended. */
-static int event_done(struct CUevent_st *e)
+static struct gwsim_ticket event_tail(const struct CUevent_st *e)
 {
     pthread_mutex_lock(&g_sim.lock);
     struct gwsim_ticket tail = e->tail;
     pthread_mutex_unlock(&g_sim.lock);
+    return tail;
+}
+
+/* The end of an event's tail, once looked up, is kept (unless it was recorded again since). */
+static void event_keep_end(struct CUevent_st *e, const struct gwsim_ticket *tail)
+{
+    pthread_mutex_lock(&g_sim.lock);
+    if (e->tail.n == tail->n && e->tail.pos == tail->pos)
+        e->tail.end_ns = tail->end_ns;
+    pthread_mutex_unlock(&g_sim.lock);
+}
+
+/* Whether a recorded event has completed: its stream's tail then has ended. */
+static int event_done(struct CUevent_st *e)
+{
+    struct gwsim_ticket tail = event_tail(e);
     int done = gwsim_ticket_done((unsigned)e->device, &tail);
-    if (done) {
-        pthread_mutex_lock(&g_sim.lock);
-        if (e->tail.n == tail.n && e->tail.pos == tail.pos)
-            e->tail.end_ns = tail.end_ns; /* known from now on */
-        pthread_mutex_unlock(&g_sim.lock);
-    }
+    if (done)
+        event_keep_end(e, &tail);
     return done;
 }
 
@@ -196,14 +207,9 @@ GWSIM_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
         return CUDA_ERROR_INVALID_HANDLE;
     if (hEvent->recorded) {
         struct CUctx_st *ctx = gwsim_current_ctx();
-        pthread_mutex_lock(&g_sim.lock);
-        struct gwsim_ticket tail = hEvent->tail;
-        pthread_mutex_unlock(&g_sim.lock);
+        struct gwsim_ticket tail = event_tail(hEvent);
         gwsim_sync_ticket(hEvent->device, &tail);
-        pthread_mutex_lock(&g_sim.lock);
-        if (hEvent->tail.n == tail.n && hEvent->tail.pos == tail.pos)
-            hEvent->tail.end_ns = tail.end_ns;
-        pthread_mutex_unlock(&g_sim.lock);
+        event_keep_end(hEvent, &tail);
         if (gwsim_ctx_ok(ctx)) {
             pthread_mutex_lock(&g_sim.lock);
             gwsim_trim_pools(ctx->device);
