@@ -406,6 +406,20 @@ static void sched_lock(struct gwsim_sched *S)
         pthread_mutex_consistent(&S->lock); /* its holder died: the schedule is still whole */
 }
 
+static void advance(struct gwsim_state *st, unsigned dev, uint64_t now);
+
+/* The device's schedule, locked and worked out up to now (returned in *now when not NULL). */
+static struct gwsim_sched *sched_at_now(struct gwsim_state *st, unsigned dev, uint64_t *now)
+{
+    struct gwsim_sched *S = &st->sched[dev];
+    sched_lock(S);
+    uint64_t t = gwsim_now_ns();
+    advance(st, dev, t);
+    if (now != NULL)
+        *now = t;
+    return S;
+}
+
 static struct gwsim_qkernel *queued(struct gwsim_state *st, unsigned dev, uint64_t pos1)
 {
     return &st->queue[dev][(pos1 - 1) % GWSIM_QUEUE];
@@ -499,12 +513,10 @@ static void advance(struct gwsim_state *st, unsigned dev, uint64_t now)
 /* A dead process's kernels (sched lock taken here): gone from the device, as its context is. */
 static void drop_queue(struct gwsim_state *st, unsigned dev, struct gwsim_proc *p)
 {
-    struct gwsim_sched *S = &st->sched[dev];
     if (st->timeslice_ns == 0)
         return;
-    sched_lock(S);
-    uint64_t now = gwsim_now_ns();
-    advance(st, dev, now);
+    uint64_t now;
+    struct gwsim_sched *S = sched_at_now(st, dev, &now);
     struct gwsim_pqueue *q = &p->q[dev];
     for (uint64_t pos = q->head; pos != 0;) {
         struct gwsim_qkernel *k = queued(st, dev, pos);
@@ -533,12 +545,11 @@ struct gwsim_ticket gwsim_timeline_push(unsigned dev, uint64_t duration_ns, uint
         t.end_ns = push_in_order(st, self, dev, duration_ns, mhz);
         return t;
     }
-    struct gwsim_sched *S = &st->sched[dev];
+    struct gwsim_sched *S;
     struct gwsim_pqueue *q = &self->q[dev];
     struct gwsim_qkernel *k;
     for (;;) {
-        sched_lock(S);
-        advance(st, dev, gwsim_now_ns());
+        S = sched_at_now(st, dev, NULL);
         k = &st->queue[dev][S->queued % GWSIM_QUEUE];
         if (k->n == 0 || k->end_ns != 0)
             break;
@@ -614,10 +625,7 @@ static int done_unlocked(struct gwsim_state *st, unsigned dev, struct gwsim_proc
 static int ticket_look(struct gwsim_state *st, unsigned dev, struct gwsim_proc *self,
                        struct gwsim_ticket *t, uint64_t *now, uint64_t *at_least)
 {
-    struct gwsim_sched *S = &st->sched[dev];
-    sched_lock(S);
-    *now = gwsim_now_ns();
-    advance(st, dev, *now);
+    struct gwsim_sched *S = sched_at_now(st, dev, now);
     int done = ticket_check(st, dev, self, t, *now, at_least);
     pthread_mutex_unlock(&S->lock);
     return done;
@@ -639,6 +647,8 @@ int gwsim_ticket_done(unsigned dev, struct gwsim_ticket *t)
 
 void gwsim_ticket_wait(unsigned dev, struct gwsim_ticket *t, int spin)
 {
+    if (t->end_ns == 0 && t->n == 0)
+        return; /* no kernel (a stream's queue not full, say): nothing to look up */
     struct gwsim_state *st = gwsim_state();
     struct gwsim_proc *self = gwsim_self();
     for (;;) {
@@ -670,9 +680,7 @@ void gwsim_timeline_settle(unsigned dev)
     struct gwsim_state *st = gwsim_state();
     if (st == NULL || dev >= st->num_devices || st->timeslice_ns == 0)
         return;
-    sched_lock(&st->sched[dev]);
-    advance(st, dev, gwsim_now_ns());
-    pthread_mutex_unlock(&st->sched[dev].lock);
+    pthread_mutex_unlock(&sched_at_now(st, dev, NULL)->lock);
 }
 
 uint64_t gwsim_busy_between(const struct gwsim_state *st, unsigned dev, uint32_t pid,
@@ -743,8 +751,8 @@ const struct gwsim_dvfs_params *gwsim_dvfs_params(void)
     return &g_dvfs;
 }
 
-/* Kernel time completed on a device by `now`: the timeline is serial, so what is still queued
- * is exactly busy_until - now. */
+/* Kernel time completed on a device by `now`: with time slices what the schedule has run; in
+ * launch order the timeline is serial, so what is still queued is exactly busy_until - now. */
 static uint64_t done_by(struct gwsim_state *st, unsigned dev, uint64_t now)
 {
     if (st->timeslice_ns != 0) {
