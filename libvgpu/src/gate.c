@@ -362,7 +362,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
     /* what the queue bound counts: a launch of unknown cost alone under `hold` as `queued` (1 ms
      * at least), or a loop that never synchronises queues the driver's whole depth before its
      * first measurement is back (the paced path has PROVISIONAL_MAX for that) */
-    g->est = LD(&c->hold) && !known ? queued : est;
+    g->est = bound == ALONE_QUEUE_NS && !known ? queued : est;
     {
         /* The busy horizon tells neighbours this process still has work queued (a process
          * waiting in a synchronize is active as long as its GPU work runs).  A launch of unknown
@@ -389,10 +389,12 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
      * before the bound lets a launch go.  Under `hold` only the bound's grain (a quarter of
      * ALONE_QUEUE_NS): nothing is paced, and a launch-bound loop alone keeps its speed (sim,
      * 5-us kernels synchronised after each: 25 % slower with one in SAMPLE_EVERY measured). */
-    want_sample = known < (int)YOUNG_SAMPLES ||
-                  (bound == ALONE_QUEUE_NS ? 0 : sample_due(c)) ||
-                  LD(&c->submitted) - LD(&c->sampled_at) >=
-                      (bound == ALONE_QUEUE_NS ? ALONE_QUEUE_NS : QUEUE_NS) / 4u;
+    if (bound == ALONE_QUEUE_NS)
+        want_sample = known < (int)YOUNG_SAMPLES ||
+                      LD(&c->submitted) - LD(&c->sampled_at) >= ALONE_QUEUE_NS / 4u;
+    else
+        want_sample = known < (int)YOUNG_SAMPLES || sample_due(c) ||
+                      LD(&c->submitted) - LD(&c->sampled_at) >= QUEUE_NS / 4u;
     if (!want_sample)
         return;
     vgpu_measure_start(c, g, key, stream, m);
