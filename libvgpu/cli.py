@@ -98,17 +98,25 @@ def cmd_env(args: argparse.Namespace) -> int:
                       ld_library_path="")
     except (SimInputError, NotBuiltError) as err:
         return _fail(str(err))
-    shape = existing_shape(state)
-    if shape is not None:
+    existing = existing_shape(state)
+    if existing is not None:
+        shape, slice_us = existing[:2], existing[2]
+        fixed = (f"created: remove it (rm {shlex.quote(str(state))}) when no program uses it any "
+                 "more, or give another state file with --state PATH")
         asked = (ndev if args.devices is not None else shape[0],
                  nbytes if args.memory is not None else shape[1])
         if asked != shape:
             return _fail(f"the simulated GPU in {state} already exists with {_shape(*shape)}, "
                          f"and you asked for {_shape(*asked)}; its shape is fixed when it is "
-                         f"created: remove it (rm {shlex.quote(str(state))}) when no program "
-                         "uses it any more, or give another state file with --state PATH")
-        env.update(GPUWARDEN_SIM_DEVICES=str(shape[0]), GPUWARDEN_SIM_MEMORY=str(shape[1]))
-    have = _shape(*shape) if shape else f"{_shape(ndev, nbytes)}, created on first use"
+                         + fixed)
+        if timeslice is not None and timeslice != slice_us:
+            return _fail(f"the simulated GPU in {state} already exists with a time slice of "
+                         f"{slice_us} µs, and you asked for --timeslice {timeslice}; its time "
+                         "slice is fixed when it is " + fixed)
+        env.update(GPUWARDEN_SIM_DEVICES=str(shape[0]), GPUWARDEN_SIM_MEMORY=str(shape[1]),
+                   GPUWARDEN_SIM_TIMESLICE=str(slice_us))
+    have = (_shape(*existing[:2]) if existing else
+            f"{_shape(ndev, nbytes)}, created on first use")
     print(f"# gpuwarden simulated GPU: {have}; state file: {state}")
     for name, value in env.items():
         if name == "LD_LIBRARY_PATH":

@@ -33,10 +33,10 @@ DEFAULT_MEMORY = "80GiB"
 SIM_CTX_OVERHEAD = 300 << 20
 
 # The head of struct gwsim_state (libvgpu/sim/common/simstate.h): magic, version, num_devices,
-# file_size, ctx_overhead, then dev[] whose first field is total_bytes (tests/sim checks these
-# against the C layout).
+# file_size, ctx_overhead, timeslice_ns, then dev[] whose first field is total_bytes (tests/sim
+# checks these against the C layout).
 GWSIM_MAGIC = 0x5550474D49535747
-STATE_HEAD = struct.Struct("<QIIQQ")
+STATE_HEAD = struct.Struct("<QIIQQQ")
 DEVICE_SIZE = 160
 # GPUWARDEN_SIM_TIMESLICE (simstate.h): microseconds, 0 = launch order; tests/sim checks these
 # against the C side.
@@ -66,9 +66,9 @@ def parse_size(text: str | int, *, name: str = "size") -> int:
     return value
 
 
-def existing_shape(state_path: str | os.PathLike[str]) -> tuple[int, int] | None:
-    """(devices, bytes per device) of the simulated GPU already in `state_path`, or None when
-    there is none yet (no file, empty, or not finished)."""
+def existing_shape(state_path: str | os.PathLike[str]) -> tuple[int, int, int] | None:
+    """(devices, bytes per device, time slice in µs) of the simulated GPU already in
+    `state_path`, or None when there is none yet (no file, empty, or not finished)."""
     try:
         with open(state_path, "rb") as f:
             head = f.read(STATE_HEAD.size + 8)
@@ -76,11 +76,11 @@ def existing_shape(state_path: str | os.PathLike[str]) -> tuple[int, int] | None
         return None
     if len(head) < STATE_HEAD.size + 8:
         return None
-    magic, _version, ndev, _size, _overhead = STATE_HEAD.unpack_from(head)
+    magic, _version, ndev, _size, _overhead, slice_ns = STATE_HEAD.unpack_from(head)
     if magic != GWSIM_MAGIC or not 1 <= ndev <= MAX_DEVICES:
         return None
     (total,) = struct.unpack_from("<Q", head, STATE_HEAD.size)
-    return ndev, total
+    return ndev, total, slice_ns // 1000
 
 
 def parse_timeslice(text: str | int, *, name: str = "timeslice_us") -> int:
@@ -146,8 +146,5 @@ def sim_env(
             raise SimInputError(f"kernel_scale: {kernel_scale!r} is not valid; use 0 to 1e6")
         env["GPUWARDEN_SIM_KERNEL_SCALE"] = repr(float(kernel_scale))
     if timeslice_us is not None:
-        if not isinstance(timeslice_us, int):
-            raise SimInputError(f"timeslice_us: {timeslice_us!r} is not valid; use an integer "
-                                f"number of microseconds from 0 to {MAX_TIMESLICE_US}")
         env["GPUWARDEN_SIM_TIMESLICE"] = str(parse_timeslice(timeslice_us))
     return env

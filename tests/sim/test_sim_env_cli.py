@@ -89,6 +89,21 @@ def test_env_passes_the_time_slice_on(tmp_path: Path) -> None:
     assert "export GPUWARDEN_SIM_TIMESLICE=2000" in done.stdout
 
 
+def test_an_existing_gpu_of_another_time_slice_is_refused(tmp_path: Path) -> None:
+    state = tmp_path / "gpu.state"
+    made = gw("sim", "env", "--timeslice", "2000", "--state", str(state))
+    script = made.stdout + f"\n{sys.executable} {REPO}/tests/sim/nvml_probe.py\n"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GPUWARDEN_SIM")}
+    assert subprocess.run(["bash", "-c", script], env=base, capture_output=True).returncode == 0
+    asked = gw("sim", "env", "--timeslice", "0", "--state", str(state))
+    assert asked.returncode == 2 and asked.stdout == ""
+    assert (f"the simulated GPU in {state} already exists with a time slice of 2000 µs, and you "
+            "asked for --timeslice 0") in asked.stderr
+    assert f"rm {state}" in asked.stderr and "--state PATH" in asked.stderr
+    same = gw("sim", "env", "--state", str(state))  # nothing asked: the existing one's
+    assert same.returncode == 0 and "export GPUWARDEN_SIM_TIMESLICE=2000" in same.stdout
+
+
 def test_an_existing_gpu_of_another_shape_is_refused_not_reused(tmp_path: Path) -> None:
     state = tmp_path / "gpu.state"
     made = gw("sim", "env", "--devices", "2", "--memory", "80GiB", "--state", str(state))
@@ -123,8 +138,9 @@ def test_the_state_head_read_from_python_matches_the_c_layout(tmp_path: Path) ->
 #include "common/simstate.h"
 int main(void)
 {
-    printf("%zu %zu %zu %zu %zu %zu %llu %ld %ld\\n", offsetof(struct gwsim_state, version),
-           offsetof(struct gwsim_state, num_devices), offsetof(struct gwsim_state, dev),
+    printf("%zu %zu %zu %zu %zu %zu %zu %llu %ld %ld\\n", offsetof(struct gwsim_state, version),
+           offsetof(struct gwsim_state, num_devices), offsetof(struct gwsim_state, timeslice_ns),
+           offsetof(struct gwsim_state, dev),
            offsetof(struct gwsim_device, total_bytes), sizeof(struct gwsim_device),
            sizeof(((struct gwsim_state *)0)->magic), (unsigned long long)GWSIM_MAGIC,
            GWSIM_DEFAULT_TIMESLICE_US, GWSIM_MAX_TIMESLICE_US);
@@ -133,8 +149,8 @@ int main(void)
 """)
     exe = compile_c(src, tmp_path, extra_flags=[f"-I{REPO / 'libvgpu' / 'sim'}"])
     got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
-    assert [int(x) for x in got] == [8, 12, STATE_HEAD.size, 0, DEVICE_SIZE, 8, GWSIM_MAGIC,
-                                     DEFAULT_TIMESLICE_US, MAX_TIMESLICE_US]
+    assert [int(x) for x in got] == [8, 12, STATE_HEAD.size - 8, STATE_HEAD.size, 0, DEVICE_SIZE,
+                                     8, GWSIM_MAGIC, DEFAULT_TIMESLICE_US, MAX_TIMESLICE_US]
 
 
 def test_sim_env_rejects_what_the_c_side_would(tmp_path: Path) -> None:

@@ -15,7 +15,8 @@
 #include <stdint.h>
 
 #define GWSIM_MAGIC 0x5550474d49535747ULL /* "GWSIMGPU" little-endian */
-#define GWSIM_VERSION 3u /* 2: the DVFS load (dvfs[]); 3: time slices (sched[], queue[]) */
+#define GWSIM_VERSION 4u /* 2: the DVFS load (dvfs[]); 3: time slices (sched[], queue[]); 4:
+                         * timeslice_ns in the head, where `gpuwarden sim env` reads it */
 #define GWSIM_MAX_DEVICES 8u
 #define GWSIM_MAX_PROCS 256u
 #define GWSIM_RING 65536u /* kernel records kept per device: a second of 5-us kernels at 30 % (NVML
@@ -125,11 +126,11 @@ struct gwsim_state {
     uint32_t num_devices;
     uint64_t file_size;
     uint64_t ctx_overhead;
+    uint64_t timeslice_ns; /* GPUWARDEN_SIM_TIMESLICE at creation; 0: launch order */
     struct gwsim_device dev[GWSIM_MAX_DEVICES];
     struct gwsim_proc proc[GWSIM_MAX_PROCS];
     struct gwsim_kernel ring[GWSIM_MAX_DEVICES][GWSIM_RING];
     struct gwsim_dvfs dvfs[GWSIM_MAX_DEVICES];
-    uint64_t timeslice_ns; /* GPUWARDEN_SIM_TIMESLICE at creation; 0: launch order */
     struct gwsim_sched sched[GWSIM_MAX_DEVICES];
     struct gwsim_qkernel queue[GWSIM_MAX_DEVICES][GWSIM_QUEUE];
 };
