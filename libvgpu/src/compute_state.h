@@ -42,6 +42,7 @@ struct vgpu_cpend {
     uint64_t key;
     uint64_t mark;    /* the device's `submitted` after this launch */
     uint64_t due;     /* when its work is estimated to end (the busy horizon): not polled before */
+    uint64_t behind;  /* the device's `behind` when it was taken: what `due` already includes */
     uint64_t cpu_ns;  /* CPU time of the real launch call */
     uint32_t chained; /* the queue was busy when `start` was recorded */
     uint32_t live;
@@ -107,6 +108,8 @@ struct vgpu_cdev {
     uint32_t npool;
     CUcontext pool_ctx;
     uint64_t poll_due;  /* `due` of the oldest measurement in the ring (under `lock`) */
+    uint64_t behind;    /* how far the busy horizon was moved on for work found running late
+                         * (measure.c, running_late; under `lock`) */
     uint64_t submitted; /* estimated ns launched through the gate */
     uint64_t sampled_at; /* `submitted` when the newest measurement was taken */
     uint64_t completed; /* `mark` of the newest measurement seen complete */

@@ -90,6 +90,27 @@ static int loaded_in_the_call(const struct vgpu_cpend *p)
     return known == 0;
 }
 
+/* The oldest measured launch `p` is not done: when it is past its estimated end (its `due`,
+ * moved on by what the horizon was moved since it was taken), everything queued after it ends
+ * that much later than estimated too, so the busy horizon moves on by as much.  Estimates fall
+ * short of a long queue's real time: each is the smallest of the last 16 samples, which sits
+ * under their mean wherever kernel times vary (a GPU at its power cap moves its clock by the
+ * ms), and the horizon adds them up for as long as the queue never drains.  A loop that never
+ * synchronises then overran its turn's window by what it under-estimated over the window, and
+ * a 30 % neighbour synchronising after each launch lost that much of its own window (the
+ * simulated GPU with kernel times varying by up to 20 %: 86-88 % of its due, 98-103 % with
+ * none; the H200's newcomer beside a never-synchronising loop: 21-23 % of the GPU for ~28
+ * due).  Under c->lock. */
+static void running_late(struct vgpu_cdev *c, const struct vgpu_cpend *p)
+{
+    uint64_t now = vgpu_compute_now(), due = p->due + (c->behind - p->behind);
+
+    if (now <= due || LD(&c->stalled))
+        return;
+    c->behind += now - due;
+    ADD(&c->horizon, now - due);
+}
+
 /* Takes finished measurements off the ring (oldest first), under c->lock. */
 void vgpu_measure_poll_locked(struct vgpu_cdev *c)
 {
@@ -101,8 +122,10 @@ void vgpu_measure_poll_locked(struct vgpu_cdev *c)
         if (__atomic_load_n(&p->mark, __ATOMIC_ACQUIRE) == UINT64_MAX)
             return; /* its launch is still under way (leave() not reached yet) */
         q = vgpu_cu.cuEventQuery(p->end);
-        if (q == CUDA_ERROR_NOT_READY)
+        if (q == CUDA_ERROR_NOT_READY) {
+            running_late(c, p);
             return;
+        }
         if (q == CUDA_SUCCESS && p->key != 0 && !loaded_in_the_call(p) &&
             vgpu_cu.cuEventElapsedTime(&ms, p->start, p->end) == CUDA_SUCCESS && ms >= 0.0f) {
             uint64_t ns = (uint64_t)((double)ms * 1e6);
@@ -173,6 +196,7 @@ static void claim(struct vgpu_cdev *c, struct vgpu_cpend *p, struct vgpu_gate *g
     if (p->provisional_pct != 0)
         ST(&c->provisional, c->provisional + 1u);
     p->due = LD(&c->horizon);
+    p->behind = c->behind;
     ST(&c->sampled_at, LD(&c->submitted));
     g->sample = (int)i;
 }

@@ -43,10 +43,16 @@ def build(tmp: Path, src: Path) -> Path:
     return compile_c(src, tmp, extra_flags=["-O2"])
 
 
+# --sim VAR=VALUE: the simulated GPU's own settings for every process of the run (DVFS, call
+# costs, jitter: libvgpu/sim/README.md)
+SIM_SETTINGS: dict[str, str] = {}
+
+
 def env(tmp: Path, name: str, preload: bool = True, shim: Path | None = None,
         timeslice: int | None = None, **extra: str) -> dict[str, str]:
     e = {k: v for k, v in os.environ.items()
          if not k.startswith(("CUDA_", "GPU_CORE", "GPUWARDEN_", "LD_PRELOAD"))}
+    e.update(SIM_SETTINGS)
     e.update(LD_LIBRARY_PATH=str(sim_lib_dir()), GPUWARDEN_SIM_STATE=str(tmp / f"{name}.sim"),
              GPUWARDEN_NODE_REGION=str(tmp / f"{name}.node"))
     if timeslice is not None:
@@ -259,7 +265,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeslices", default=None, metavar="US,...",
                     help="run priority and newcomer on a simulated GPU of each time slice "
                     "(µs; 0: kernels in launch order), side by side (default: the sim's own)")
+    ap.add_argument("--sim", action="append", default=[], metavar="GPUWARDEN_SIM_VAR=VALUE",
+                    help="a setting of the simulated GPU for every process of the run (e.g. "
+                    "GPUWARDEN_SIM_JITTER=10, GPUWARDEN_SIM_DVFS=1980,1600,300,0.6); repeatable")
     args = ap.parse_args(argv)
+    for kv in args.sim:
+        var, eq, value = kv.partition("=")
+        if not eq or not var.startswith("GPUWARDEN_SIM_") or var == "GPUWARDEN_SIM_STATE":
+            ap.error(f"--sim {kv!r}: give GPUWARDEN_SIM_<VAR>=VALUE, one of the simulated GPU's "
+                     "settings in libvgpu/sim/README.md (the state file is the benchmark's own)")
+        SIM_SETTINGS[var] = value
     from libvgpu.sim import SimInputError, parse_timeslice
 
     try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from cudaprobe import Result
 from sim_helpers import nvml_view
 
 
@@ -64,3 +65,29 @@ def test_kernel_scale_stretches_kernels(cudaprobe, make_sim_gpu, workloads):
     dev = nvml_view(gpu.env)["devices"][0]
     assert dev["gpu_util"] >= 9  # 100 ms of the last second
     assert time.monotonic() - t0 < 5
+
+
+def _sync_ms(done: Result) -> float:
+    (row,) = done.of("sync")
+    return int(row["ns"]) / 1e6
+
+
+def test_jitter_lengthens_each_kernel_by_up_to_its_share(cudaprobe, sim_gpu):
+    # 200 kernels of 1 ms, queued at once: 200 ms on a steady GPU; up to 20 % longer each,
+    # drawn uniformly, ~220 ms (the sum of 200 draws lies within a few ms of it).
+    plain = cudaprobe.run("init", "primary:0", "launch:200:1000", "sync", env=sim_gpu.env)
+    varied = cudaprobe.run("init", "primary:0", "launch:200:1000", "sync",
+                           env={**sim_gpu.env, "GPUWARDEN_SIM_JITTER": "20"})
+    assert plain.ok and varied.ok, (plain.rows, varied.rows)
+    assert 195 <= _sync_ms(plain) <= 205, plain.rows
+    assert 212 <= _sync_ms(varied) <= 230, varied.rows
+
+
+@pytest.mark.parametrize("value", ["20%", "-1", "101", "x"])
+def test_a_bad_jitter_is_named_and_kernels_keep_their_time(cudaprobe, sim_gpu, value):
+    done = cudaprobe.run("init", "primary:0", "launch:100:1000", "sync",
+                         env={**sim_gpu.env, "GPUWARDEN_SIM_JITTER": value})
+    assert done.ok, done.rows
+    assert f'GPUWARDEN_SIM_JITTER="{value}" is not valid' in done.stderr
+    assert "percentage from 0 to 100" in done.stderr
+    assert 95 <= _sync_ms(done) <= 105, done.rows

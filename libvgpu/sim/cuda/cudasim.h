@@ -142,6 +142,8 @@ struct gwsim_cuda {
     pthread_mutex_t lock;
     int initialized;
     double kernel_scale;
+    double jitter;        /* GPUWARDEN_SIM_JITTER / 100: a kernel lasts up to this much longer */
+    uint64_t jitter_rng;  /* its draws (xorshift64*, under the lock) */
     unsigned stall_every; /* GPUWARDEN_SIM_LAUNCH_STALL: every Nth launch returns late */
     unsigned stall_us;
     unsigned lazy_load_us; /* GPUWARDEN_SIM_LAZY_LOAD_US: a function's first launch loads it */

@@ -28,6 +28,24 @@ static double read_kernel_scale(void)
 
 static void read_visible(const struct gwsim_state *st);
 
+/* GPUWARDEN_SIM_JITTER=PCT: each kernel lasts its time times 1 + PCT/100 x u, u drawn uniformly
+ * from [0, 1) per kernel, as a real GPU's kernel times vary with its clock and memory traffic
+ * (so the smallest of several samples sits under their mean). */
+static double read_jitter(void)
+{
+    const char *v = getenv("GPUWARDEN_SIM_JITTER");
+    if (v == NULL || *v == '\0')
+        return 0.0;
+    char *end = NULL;
+    double pct = strtod(v, &end);
+    if (end == v || *end != '\0' || !(pct >= 0.0) || pct > 100.0) {
+        gwsim_error("GPUWARDEN_SIM_JITTER=\"%s\" is not valid: use a percentage from 0 to 100 "
+                    "(each kernel lasts up to that much longer, drawn uniformly); no jitter", v);
+        return 0.0;
+    }
+    return pct / 100.0;
+}
+
 /* GPUWARDEN_SIM_LAUNCH_STALL=N:US: every Nth kernel launch returns US microseconds after its
  * kernel was queued, as when the launching thread is preempted right after the submission. */
 static void read_launch_stall(void)
@@ -138,6 +156,7 @@ GWSIM_EXPORT CUresult cuInit(unsigned int Flags)
     pthread_mutex_lock(&g_sim.lock);
     if (!g_sim.initialized) {
         g_sim.kernel_scale = read_kernel_scale();
+        g_sim.jitter = read_jitter();
         read_launch_stall();
         read_call_cost();
         read_lazy_load();

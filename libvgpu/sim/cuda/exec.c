@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cudasim.h"
 
@@ -311,6 +312,20 @@ static CUresult check_dims(unsigned gx, unsigned gy, unsigned gz, unsigned bx, u
     return CUDA_SUCCESS;
 }
 
+/* A draw from [0, 1) for GPUWARDEN_SIM_JITTER (lock held): xorshift64*, seeded from the pid
+ * and the clock on first use, so that processes draw apart. */
+static double jitter_draw(void)
+{
+    uint64_t x = g_sim.jitter_rng;
+    if (x == 0)
+        x = ((uint64_t)getpid() << 32) ^ gwsim_now_ns() ^ 0x9e3779b97f4a7c15ull;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    g_sim.jitter_rng = x;
+    return (double)((x * 0x2545f4914f6cdd1dull) >> 11) / 9007199254740992.0; /* 2^53 */
+}
+
 /* Queue one simulated kernel of gx*gy*gz microseconds (times the scale; longer while DVFS
  * holds the clock below its highest, simstate.h) on a stream.  Returns
  * at once, unless the stream already holds GWSIM_QUEUE_DEPTH unfinished kernels. */
@@ -323,10 +338,12 @@ static void push_kernel(struct CUstream_st *s, unsigned gx, unsigned gy, unsigne
         mhz = gwsim_dvfs_clock((unsigned)s->ctx->device, gwsim_now_ns(), NULL);
         us *= pow((double)dvfs->max_mhz / mhz, dvfs->exponent);
     }
-    uint64_t ns = (uint64_t)(us * 1000.0);
     unsigned dev = (unsigned)s->ctx->device;
     struct gwsim_ticket oldest = {0};
     pthread_mutex_lock(&g_sim.lock);
+    if (g_sim.jitter > 0.0)
+        us *= 1.0 + g_sim.jitter * jitter_draw();
+    uint64_t ns = (uint64_t)(us * 1000.0);
     if (s->queued >= GWSIM_QUEUE_DEPTH)
         oldest = s->ends[s->queued % GWSIM_QUEUE_DEPTH];
     pthread_mutex_unlock(&g_sim.lock);
