@@ -14,8 +14,12 @@ each launch, every few or never, and a launch-bound model whose kernels load laz
 30 %), and `alonecost` (a container alone under gpucores 30, launch-bound and GPU-bound, with a
 real driver's call costs: what the gate costs it); `--baseline LIB` runs the cold, newcomer and
 alonecost rows with another libvgpu.so too, in the same run, alternating.
-`--timeslices 0,2000` runs `priority` and `newcomer` on a simulated GPU of each time slice
-(GPUWARDEN_SIM_TIMESLICE, µs; 0: kernels in launch order), side by side.
+`light` (issue 18: a request service at 30 beside a loop at 70, the H200's `light` shapes).
+`--timeslices 0,2000` runs `priority`, `newcomer` and `light` on a simulated GPU of each time
+slice (GPUWARDEN_SIM_TIMESLICE, µs; 0: kernels in launch order), side by side, and `--switches
+0,50` on one whose every switch between processes costs that much (GPUWARDEN_SIM_SWITCH, µs);
+`--sim VAR=VALUE` gives every process of the run a simulated GPU's setting (e.g.
+GPUWARDEN_SIM_JITTER=10).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -48,15 +53,39 @@ def build(tmp: Path, src: Path) -> Path:
 SIM_SETTINGS: dict[str, str] = {}
 
 
+class Gpu(NamedTuple):
+    """A simulated GPU to compare on (`--timeslices`, `--switches`): None = the sim's own."""
+
+    timeslice: int | None = None  # GPUWARDEN_SIM_TIMESLICE, µs (0: launch order)
+    switch: int | None = None  # GPUWARDEN_SIM_SWITCH, µs
+
+    @property
+    def key(self) -> str:
+        return f"{self.timeslice}-{self.switch}"
+
+    @property
+    def name(self) -> str:
+        ts = self.timeslice
+        name = ("this sim" if ts is None else "launch order" if ts == 0
+                else f"{ts}-µs slices")
+        return name if self.switch is None else f"{name}, {self.switch}-µs switches"
+
+
+THIS_SIM = Gpu()
+
+
 def env(tmp: Path, name: str, preload: bool = True, shim: Path | None = None,
-        timeslice: int | None = None, **extra: str) -> dict[str, str]:
+        gpu: Gpu = THIS_SIM, **extra: str) -> dict[str, str]:
     e = {k: v for k, v in os.environ.items()
          if not k.startswith(("CUDA_", "GPU_CORE", "GPUWARDEN_", "LD_PRELOAD"))}
     e.update(SIM_SETTINGS)
-    e.update(LD_LIBRARY_PATH=str(sim_lib_dir()), GPUWARDEN_SIM_STATE=str(tmp / f"{name}.sim"),
-             GPUWARDEN_NODE_REGION=str(tmp / f"{name}.node"))
-    if timeslice is not None:
-        e["GPUWARDEN_SIM_TIMESLICE"] = str(timeslice)
+    e.update(LD_LIBRARY_PATH=str(sim_lib_dir()),
+             GPUWARDEN_SIM_STATE=str(tmp / f"{name}-{gpu.key}.sim"),
+             GPUWARDEN_NODE_REGION=str(tmp / f"{name}-{gpu.key}.node"))
+    if gpu.timeslice is not None:
+        e["GPUWARDEN_SIM_TIMESLICE"] = str(gpu.timeslice)
+    if gpu.switch is not None:
+        e["GPUWARDEN_SIM_SWITCH"] = str(gpu.switch)
     if preload:
         e["LD_PRELOAD"] = str(shim or shim_path())
     e.update(extra)
@@ -84,20 +113,23 @@ BURSTY = {"LAUNCH_LOOP_SYNC": "1", "LAUNCH_LOOP_IDLE_US": "23300"}
 PROBE = {"LAUNCH_LOOP_SYNC": "1", "LAUNCH_LOOP_IDLE_US": "8000", "LAUNCH_LOOP_LATENCY": "1"}
 
 
-def priority(tmp: Path, ll: Path, ts: int | None) -> dict[str, str]:
-    """Issue 18's priority questions on the simulated GPU (`default` policy, 4-s runs measured
-    from 1 s on; lows run 1-ms kernels flat out), on a GPU of time slice `ts`: row -> cell."""
-    def alone(name: str, grid: int, **extra: str) -> dict[str, float]:
-        return fields(loop(ll, env(tmp, f"{name}-{ts}", timeslice=ts, **extra), grid, 4.0))
+def pair(tmp: Path, ll: Path, gpu: Gpu, name: str, a: tuple[int, dict[str, str]],
+         b: tuple[int, dict[str, str]], seconds: float = 4.0,
+         ) -> tuple[dict[str, float], dict[str, float]]:
+    """Two containers started together on one simulated GPU: (grid, environment) each."""
+    e = env(tmp, name, gpu=gpu)
+    pa = loop(ll, e, a[0], seconds,
+              CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}-{gpu.key}.a"), **a[1])
+    pb = loop(ll, e, b[0], seconds,
+              CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}-{gpu.key}.b"), **b[1])
+    return fields(pa), fields(pb)
 
-    def pair(name: str, a: tuple[int, dict[str, str]], b: tuple[int, dict[str, str]],
-             ) -> tuple[dict[str, float], dict[str, float]]:
-        e = env(tmp, f"{name}-{ts}", timeslice=ts)
-        pa = loop(ll, e, a[0], 4.0, CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}-{ts}.a"),
-                  **a[1])
-        pb = loop(ll, e, b[0], 4.0, CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}-{ts}.b"),
-                  **b[1])
-        return fields(pa), fields(pb)
+
+def priority(tmp: Path, ll: Path, gpu: Gpu) -> dict[str, str]:
+    """Issue 18's priority questions on the simulated GPU (`default` policy, 4-s runs measured
+    from 1 s on; lows run 1-ms kernels flat out), on `gpu`: row -> cell."""
+    def alone(name: str, grid: int, **extra: str) -> dict[str, float]:
+        return fields(loop(ll, env(tmp, name, gpu=gpu, **extra), grid, 4.0))
 
     high = {"CUDA_TASK_PRIORITY": "0", "CUDA_DEVICE_SM_LIMIT": "30"}
     low = {"CUDA_TASK_PRIORITY": "1", "CUDA_DEVICE_SM_LIMIT": "30"}
@@ -105,10 +137,10 @@ def priority(tmp: Path, ll: Path, ts: int | None) -> dict[str, str]:
     low30 = alone("p-low30", 1000, **low)["share"]
     bursty = alone("p-bursty", 10000, **high, **BURSTY)["share"]
     probe = alone("p-probe", 200, **high, **PROBE)
-    h1, l1 = pair("p-default", (1000, high), (1000, low))
-    h2, l2 = pair("p-bursty2", (10000, dict(high, **BURSTY)), (1000, low))
-    h3, l3 = pair("p-probe2", (200, dict(high, **PROBE)), (1000, low))
-    h4, h5 = pair("p-highs", (1000, high), (1000, high))
+    h1, l1 = pair(tmp, ll, gpu, "p-default", (1000, high), (1000, low))
+    h2, l2 = pair(tmp, ll, gpu, "p-bursty2", (10000, dict(high, **BURSTY)), (1000, low))
+    h3, l3 = pair(tmp, ll, gpu, "p-probe2", (200, dict(high, **PROBE)), (1000, low))
+    h4, h5 = pair(tmp, ll, gpu, "p-highs", (1000, high), (1000, high))
 
     def pct(x: float, of: float) -> str:
         return f"{100 * x / of:.1f}"
@@ -134,18 +166,18 @@ def priority(tmp: Path, ll: Path, ts: int | None) -> dict[str, str]:
 NEWCOMER = (250, 10_000)
 
 
-def newcomer(tmp: Path, ll: Path, ts: int | None, shim: Path | None = None) -> dict[str, str]:
+def newcomer(tmp: Path, ll: Path, gpu: Gpu, shim: Path | None = None) -> dict[str, str]:
     """A 70 % container (`default`) never synchronising, alone for 2 s, then a 30 % one of the
     same kernels synchronising after each launch for 4 s: the newcomer's share of the GPU in its
     first second and from 1 s on, as % of its due (30 % of its own alone share), and the first
-    one's launched work over its whole run; on a GPU of time slice `ts`, with `shim` (default
+    one's launched work over its whole run; on `gpu`, with `shim` (default
     this tree's): row -> cell."""
     cells = {}
     for grid in NEWCOMER:
-        name = f"n{grid}-{ts}-{shim is not None}"
-        alone = fields(loop(ll, env(tmp, f"{name}-alone", timeslice=ts), grid, 3.0,
+        name = f"n{grid}-{gpu.key}-{shim is not None}"
+        alone = fields(loop(ll, env(tmp, f"{name}-alone", gpu=gpu), grid, 3.0,
                             LAUNCH_LOOP_SYNC="1"))["share"]
-        e = env(tmp, name, shim=shim, timeslice=ts)
+        e = env(tmp, name, shim=shim, gpu=gpu)
         first = loop(ll, e, grid, 7.0, LAUNCH_LOOP_SYNC="0", CUDA_DEVICE_SM_LIMIT="70",
                      CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}.a"))
         time.sleep(2.0)  # the first one alone, queueing as deep as the driver lets it
@@ -156,6 +188,30 @@ def newcomer(tmp: Path, ll: Path, ts: int | None, shim: Path | None = None) -> d
               "the first one's launched work, % of wall"] = (
             f"{100 * new['first_share'] / due:.0f} / {100 * new['share'] / due:.0f}; "
             f"{100 * share(first):.1f}")
+    return cells
+
+
+# request services (kernel µs, kernels a request, idle µs after each), beside a 70 % loop of
+# 0.2-ms kernels synchronised every 4: the H200's `light` section (bench_compute_shapes.py) with
+# ~4096² and ~1024² matmuls' times
+LIGHT = ((200, 8, 20_000), (200, 8, 5_000), (200, 8, 2_500), (13, 1, 2_000))
+
+
+def light(tmp: Path, ll: Path, gpu: Gpu) -> dict[str, str]:
+    """A request service at gpucores 30 beside a loop at 70, both `default`, 4 s: each as % of
+    itself alone, on `gpu`: row -> cell."""
+    busy = {"LAUNCH_LOOP_SYNC": "4", "CUDA_DEVICE_SM_LIMIT": "70"}
+    loop_alone = fields(loop(ll, env(tmp, "l-loop", gpu=gpu), 200, 4.0, **busy))["share"]
+    cells = {}
+    for grid, n, idle_us in LIGHT:
+        svc = {"LAUNCH_LOOP_SYNC": str(n), "LAUNCH_LOOP_IDLE_US": str(idle_us),
+               "CUDA_DEVICE_SM_LIMIT": "30"}
+        alone = fields(loop(ll, env(tmp, f"l-{grid}-{idle_us}", gpu=gpu), grid, 4.0, **svc))
+        s, b = pair(tmp, ll, gpu, f"l2-{grid}-{idle_us}", (grid, svc), (200, busy))
+        cells[f"service of {n} × {grid}-µs kernels, idle {idle_us / 1000:g} ms: service / "
+              "loop, % of alone (the service's busy share alone)"] = (
+            f"{100 * s['share'] / alone['share']:.1f} / {100 * b['share'] / loop_alone:.1f} "
+            f"({100 * alone['share']:.1f} %)")
     return cells
 
 
@@ -256,7 +312,7 @@ def command(argv: list[str] | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sections = ("limits", "priority", "newcomer", "alonecost", "cold")
+    sections = ("limits", "priority", "newcomer", "light", "alonecost", "cold")
     ap.add_argument("--only", default=",".join(sections),
                     help=f"comma list of: {', '.join(sections)}")
     ap.add_argument("--baseline", type=Path, default=None,
@@ -265,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeslices", default=None, metavar="US,...",
                     help="run priority and newcomer on a simulated GPU of each time slice "
                     "(µs; 0: kernels in launch order), side by side (default: the sim's own)")
+    ap.add_argument("--switches", default=None, metavar="US,...",
+                    help="run priority, newcomer and light on a simulated GPU whose every "
+                    "switch between processes costs each of these (µs), side by side")
     ap.add_argument("--sim", action="append", default=[], metavar="GPUWARDEN_SIM_VAR=VALUE",
                     help="a setting of the simulated GPU for every process of the run (e.g. "
                     "GPUWARDEN_SIM_JITTER=10, GPUWARDEN_SIM_DVFS=1980,1600,300,0.6); repeatable")
@@ -282,8 +341,16 @@ def main(argv: list[str] | None = None) -> int:
             parse_timeslice(v, name="--timeslices") for v in args.timeslices.split(",")]
     except SimInputError as err:
         ap.error(str(err))
-    names = ["this sim" if ts is None else "launch order" if ts == 0 else f"{ts}-µs slices"
-             for ts in slices]
+    switches: list[int | None] = [None]
+    if args.switches is not None:
+        try:
+            switches = [int(v) for v in args.switches.split(",")]
+        except ValueError:
+            switches = [-1]
+        if any(v is not None and not 0 <= v <= 100_000 for v in switches):
+            ap.error(f"--switches {args.switches!r}: give microseconds, integers from 0 to "
+                     "100000, comma-separated")
+    gpus = [Gpu(ts, sw) for ts in slices for sw in switches]
     only = set(args.only.split(","))
     if only - set(sections):
         ap.error(f"--only: unknown {sorted(only - set(sections))} (valid: {', '.join(sections)})")
@@ -297,13 +364,16 @@ def main(argv: list[str] | None = None) -> int:
         prio: list[str] = []
         if "priority" in only:
             prio += side_by_side("priority (gpucores 30 each, `default`)", [
-                (n, priority(tmp, ll, ts)) for n, ts in zip(names, slices, strict=True)])
+                (g.name, priority(tmp, ll, g)) for g in gpus])
         if "newcomer" in only:
             libs = [("", None)] + ([(f", `{args.baseline}`", args.baseline)]
                                     if args.baseline else [])
             prio += [""] * bool(prio) + side_by_side("newcomer (30 % beside a 70 % one)", [
-                (n + label, newcomer(tmp, ll, ts, lib))
-                for n, ts in zip(names, slices, strict=True) for label, lib in libs])
+                (g.name + label, newcomer(tmp, ll, g, lib)) for g in gpus for label, lib in libs])
+        if "light" in only:
+            prio += [""] * bool(prio) + side_by_side(
+                "request service (30) beside a loop (70), `default`", [
+                    (g.name, light(tmp, ll, g)) for g in gpus])
         if "alonecost" in only:
             prio += [""] * bool(prio) + alonecost(tmp, ll, args.baseline)
         if "cold" in only:

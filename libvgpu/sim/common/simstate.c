@@ -158,6 +158,20 @@ static int fill_new_state(struct gwsim_state *st, uint64_t file_id)
         }
     }
     st->timeslice_ns = (uint64_t)slice_us * 1000u;
+    const char *sw = getenv("GPUWARDEN_SIM_SWITCH");
+    long switch_us = 0;
+    if (sw != NULL && *sw != '\0') {
+        char *end = NULL;
+        switch_us = strtol(sw, &end, 10);
+        if (*end != '\0' || sw[0] < '0' || sw[0] > '9' || switch_us > GWSIM_MAX_SWITCH_US ||
+            (switch_us != 0 && slice_us == 0)) {
+            gwsim_error("GPUWARDEN_SIM_SWITCH=\"%s\" is not valid: use the microseconds a "
+                        "switch between processes costs the device, an integer from 0 to %ld, "
+                        "on a time-sliced device (GPUWARDEN_SIM_TIMESLICE above 0)",
+                        sw, GWSIM_MAX_SWITCH_US);
+            return -1;
+        }
+    }
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);
     pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
@@ -165,6 +179,8 @@ static int fill_new_state(struct gwsim_state *st, uint64_t file_id)
     for (unsigned i = 0; i < GWSIM_MAX_DEVICES; i++) {
         pthread_mutex_init(&st->sched[i].lock, &attr);
         st->sched[i].cur = -1;
+        st->sched[i].last = -1;
+        st->sched[i].switch_ns = (uint64_t)switch_us * 1000u;
     }
     pthread_mutexattr_destroy(&attr);
     st->num_devices = (uint32_t)ndev;
@@ -460,6 +476,20 @@ static int32_t next_waiting(const struct gwsim_state *st, unsigned dev, int32_t 
     return -1;
 }
 
+/* `cur` takes the device at `t`: it runs once the switch from another process is done
+ * (GPUWARDEN_SIM_SWITCH after that one's last stretch ended, which an idle device may have
+ * spent already), and its slice counts from then. */
+static void take_device(struct gwsim_sched *S, int32_t cur, uint64_t t, uint64_t slice)
+{
+    uint64_t ready = t;
+    if (S->switch_ns != 0 && S->last >= 0 && S->last != cur &&
+        S->last_end_ns + S->switch_ns > ready)
+        ready = S->last_end_ns + S->switch_ns;
+    S->cur = cur;
+    S->ready_ns = ready;
+    S->slice_end_ns = ready + slice;
+}
+
 /* Work the schedule out from where it stands up to `now` (sched lock held).  Nothing arrives
  * in between: every launch works it out up to its own moment before it queues. */
 static void advance(struct gwsim_state *st, unsigned dev, uint64_t now)
@@ -473,15 +503,18 @@ static void advance(struct gwsim_state *st, unsigned dev, uint64_t now)
             S->cur = cur;
             if (cur < 0)
                 break; /* idle until now */
-            S->slice_end_ns = t + slice;
+            take_device(S, cur, t, slice);
         } else if (t >= S->slice_end_ns) {
             if (S->waiting > 1) {
                 cur = next_waiting(st, dev, cur); /* another: the slice is over */
-                S->cur = cur;
-                S->slice_end_ns = t + slice;
+                take_device(S, cur, t, slice);
             } else { /* alone: its slices renew, counted from when it took the device */
                 S->slice_end_ns += ((t - S->slice_end_ns) / slice + 1) * slice;
             }
+        }
+        if (t < S->ready_ns) { /* switching to it: the device runs nothing */
+            t = S->ready_ns < now ? S->ready_ns : now;
+            continue;
         }
         struct gwsim_proc *p = &st->proc[cur];
         struct gwsim_pqueue *q = &p->q[dev];
@@ -496,6 +529,8 @@ static void advance(struct gwsim_state *st, unsigned dev, uint64_t now)
         t += run;
         S->done_ns += run;
         q->run_ns += run;
+        S->last = cur;
+        S->last_end_ns = t;
         if (k->left_ns == 0) {
             __atomic_store_n(&k->end_ns, t, __ATOMIC_RELEASE);
             q->head = k->next;

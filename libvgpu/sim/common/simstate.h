@@ -15,8 +15,9 @@
 #include <stdint.h>
 
 #define GWSIM_MAGIC 0x5550474d49535747ULL /* "GWSIMGPU" little-endian */
-#define GWSIM_VERSION 4u /* 2: the DVFS load (dvfs[]); 3: time slices (sched[], queue[]); 4:
-                         * timeslice_ns in the head, where `gpuwarden sim env` reads it */
+#define GWSIM_VERSION 5u /* 2: the DVFS load (dvfs[]); 3: time slices (sched[], queue[]); 4:
+                         * timeslice_ns in the head, where `gpuwarden sim env` reads it; 5: the
+                         * cost of a switch between processes (sched[].switch_ns) */
 #define GWSIM_MAX_DEVICES 8u
 #define GWSIM_MAX_PROCS 256u
 #define GWSIM_RING 65536u /* kernel records kept per device: a second of 5-us kernels at 30 % (NVML
@@ -29,6 +30,7 @@
 #define GWSIM_DEFAULT_CTX_OVERHEAD (300ULL << 20)
 #define GWSIM_DEFAULT_TIMESLICE_US 1000L /* the order of a real driver's (README.md) */
 #define GWSIM_MAX_TIMESLICE_US 1000000L
+#define GWSIM_MAX_SWITCH_US 100000L /* GPUWARDEN_SIM_SWITCH */
 
 enum gwsim_proc_state { GWSIM_PROC_FREE = 0, GWSIM_PROC_CLAIMING = 1, GWSIM_PROC_LIVE = 2,
                         GWSIM_PROC_RECLAIMING = 3 };
@@ -100,6 +102,11 @@ struct gwsim_sched {
     uint64_t queued;        /* kernels ever queued (queue positions handed out) */
     int32_t cur;            /* process-table index running, -1 none */
     uint32_t waiting;       /* processes with queued kernels */
+    uint64_t switch_ns;     /* GPUWARDEN_SIM_SWITCH at creation: a switch between processes */
+    uint64_t ready_ns;      /* `cur` runs from here on (the switch to it done) */
+    uint64_t last_end_ns;   /* when the last stretch that ran ended */
+    int32_t last;           /* the process that ran it, -1 none */
+    uint32_t reserved;
 };
 
 /* What a launch gives back: enough to tell when the kernel has finished, and when. */
