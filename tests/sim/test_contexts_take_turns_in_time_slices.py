@@ -83,3 +83,36 @@ def test_a_bad_time_slice_is_named_and_leaves_no_state(cudaprobe, sim_gpu, value
 def test_sim_env_refuses_a_bad_time_slice(tmp_path, value):
     with pytest.raises(SimInputError, match=r"timeslice_us.*0 to 1000000"):
         sim_env(tmp_path / "s.state", timeslice_us=value)
+
+
+@pytest.mark.slow
+def test_a_switch_between_processes_costs_the_device_its_time(cudaprobe, make_sim_gpu):
+    # 2-ms slices, 200 µs a switch: two busy processes share 2 / 2.2 of the device's time, and
+    # NVML counts only the kernels; alone, a process pays no switch.
+    gpu = make_sim_gpu(timeslice_us=SLICE_US)
+    env = {**gpu.env, "GPUWARDEN_SIM_SWITCH": "200"}
+    alone = cudaprobe.run("init", "primary:0", "launch:50:10000", "sync", env=env)
+    assert alone.ok, alone.rows
+    assert 495 <= _ms(alone.of("sync")[0]) <= 520, alone.rows
+    with cudaprobe.start("init", "primary:0", "launch:100:10000", "sync", env=env) as a, \
+            cudaprobe.start("init", "primary:0", "launch:100:10000", "sleep:1050", "sync",
+                            env=env) as b:
+        b.wait_for("sleep:1050")
+        dev = nvml_view(env)["devices"][0]
+        done_a, done_b = a.finish(timeout=30), b.finish(timeout=30)
+    assert done_a.ok and done_b.ok, (done_a.rows, done_b.rows)
+    assert 86 <= dev["gpu_util"] <= 95, dev  # 2 / 2.2: 91 %
+    by_pid = {s["pid"]: s["smUtil"] for s in dev["samples"]}
+    assert 40 <= by_pid[a.pid] <= 50 and 40 <= by_pid[b.pid] <= 50, by_pid
+
+
+@pytest.mark.parametrize(("value", "timeslice_us"),
+                         [("50us", SLICE_US), ("-1", SLICE_US), ("100001", SLICE_US), ("50", 0)])
+def test_a_bad_switch_cost_is_named_and_leaves_no_state(cudaprobe, make_sim_gpu, value,
+                                                        timeslice_us):
+    gpu = make_sim_gpu(timeslice_us=timeslice_us)
+    done = cudaprobe.run("init", env={**gpu.env, "GPUWARDEN_SIM_SWITCH": value})
+    assert done.rc("init") == 3  # CUDA_ERROR_NOT_INITIALIZED
+    assert f'GPUWARDEN_SIM_SWITCH="{value}" is not valid' in done.stderr
+    assert "time-sliced device" in done.stderr
+    assert not gpu.state_path.exists() or gpu.state_path.stat().st_size == 0
