@@ -11,19 +11,28 @@ struct gwsim_cuda g_sim = {
     .kernel_scale = 1.0,
 };
 
+/* A number from 0 to `max` in the variable `name`; `unset` when it is not set, and when it is
+ * not valid (after one message that says what is, `valid`, and what happens instead, `instead`). */
+static double read_number(const char *name, double max, double unset, const char *valid,
+                          const char *instead)
+{
+    const char *v = getenv(name);
+    if (v == NULL || *v == '\0')
+        return unset;
+    char *end = NULL;
+    double x = strtod(v, &end);
+    if (end == v || *end != '\0' || !(x >= 0.0) || x > max) {
+        gwsim_error("%s=\"%s\" is not valid: use %s; %s", name, v, valid, instead);
+        return unset;
+    }
+    return x;
+}
+
 static double read_kernel_scale(void)
 {
-    const char *v = getenv("GPUWARDEN_SIM_KERNEL_SCALE");
-    if (v == NULL || *v == '\0')
-        return 1.0;
-    char *end = NULL;
-    double s = strtod(v, &end);
-    if (end == v || *end != '\0' || !(s >= 0.0) || s > 1e6) {
-        gwsim_error("GPUWARDEN_SIM_KERNEL_SCALE=\"%s\" is not valid: use a number from 0 to "
-                    "1e6 (a kernel lasts gridX*gridY*gridZ microseconds times it); using 1.0", v);
-        return 1.0;
-    }
-    return s;
+    return read_number("GPUWARDEN_SIM_KERNEL_SCALE", 1e6, 1.0,
+                       "a number from 0 to 1e6 (a kernel lasts gridX*gridY*gridZ microseconds "
+                       "times it)", "using 1.0");
 }
 
 static void read_visible(const struct gwsim_state *st);
@@ -33,17 +42,9 @@ static void read_visible(const struct gwsim_state *st);
  * (so the smallest of several samples sits under their mean). */
 static double read_jitter(void)
 {
-    const char *v = getenv("GPUWARDEN_SIM_JITTER");
-    if (v == NULL || *v == '\0')
-        return 0.0;
-    char *end = NULL;
-    double pct = strtod(v, &end);
-    if (end == v || *end != '\0' || !(pct >= 0.0) || pct > 100.0) {
-        gwsim_error("GPUWARDEN_SIM_JITTER=\"%s\" is not valid: use a percentage from 0 to 100 "
-                    "(each kernel lasts up to that much longer, drawn uniformly); no jitter", v);
-        return 0.0;
-    }
-    return pct / 100.0;
+    return read_number("GPUWARDEN_SIM_JITTER", 100.0, 0.0,
+                       "a percentage from 0 to 100 (each kernel lasts up to that much longer, "
+                       "drawn uniformly)", "no jitter") / 100.0;
 }
 
 /* GPUWARDEN_SIM_LAUNCH_STALL=N:US: every Nth kernel launch returns US microseconds after its
