@@ -23,9 +23,15 @@
  * Simulated GPU, a 30 % service of one 1-ms kernel every 10 ms beside a 70 % loop: the loop got
  * 0.71 with the high one's grace, 0.83 with 0.25 ms, 0.84 with 0.1 ms.  H200, a service of one
  * 1024² matmul every 2 ms beside a 70 % loop of 4096² matmuls, in one call: the loop kept 67.1 %
- * of its alone throughput with 0.25 ms, 71.5-72.0 with 0.1 ms.  It still covers a loop's own
- * CPU time between a synchronisation and its next launch (tens of us). */
-#define VGPU_NODE_LIGHT_GRACE_NS 100000ull
+ * of its alone throughput with 0.25 ms, 71.5-72.0 with 0.1 ms.  Simulated GPU, the H200's
+ * `light` shapes (bench_compute_sim.py --only light, three alternated rounds, stop 33): 0.1 ms ->
+ * 25 us took the loop beside a service over its share from 63.8-64.8 to 65.2-66.4 % of alone,
+ * beside the 13-us service from 80.6-81.6 to 83.9-86.7, beside the ~23 % one from 71.4-72.4 to
+ * 73.5-74.7, the services within 1.7 points.  It no longer covers a service's own CPU work
+ * between a synchronisation and its next launch beyond 25 us: the loop's short queue
+ * (LIM_LOW_QUEUE_NS) may then run first (sim, 4 synchronised 0.2-ms steps a request with 30 /
+ * 100 us of CPU between them: the service 97.5 / 96.7 % of alone against 97.9 / 99.1). */
+#define VGPU_NODE_LIGHT_GRACE_NS 25000ull
 
 /* Maps the node region at `path`, creating and initialising it if needed.  Returns it, or NULL
  * with a message naming the path in `err`. */

@@ -23,6 +23,9 @@
  *   forward pass does (with GPUWARDEN_SIM_LAZY_LOAD_US, each one's first launch loads it).
  *   LAUNCH_LOOP_IDLE_US=U sleeps U microseconds after each synchronisation (an application
  *   idle between bursts of work, waiting for its next request).
+ *   LAUNCH_LOOP_REQUEST=K,C makes a request of K synchronisations: after each of the first K-1
+ *   it spins C microseconds of CPU (the application's own work between the steps of one
+ *   request, before its next launch), and it sleeps LAUNCH_LOOP_IDLE_US only after the Kth.
  *   LAUNCH_LOOP_CPU=1 adds call_ns: the mean CPU time of this thread inside a launch call (what
  *   the launch costs the application's thread, libvgpu's gate included; robust to preemption).
  *     first_ns, last_ns   CLOCK_MONOTONIC of the first and last launch's return
@@ -130,6 +133,14 @@ int main(int argc, char **argv)
     uint64_t gap_ns = gap_s ? 1000u * strtoull(gap_s, NULL, 10) : 0;
     const char *idle_s = getenv("LAUNCH_LOOP_IDLE_US");
     uint64_t idle_ns = idle_s ? 1000u * strtoull(idle_s, NULL, 10) : 0;
+    const char *request_s = getenv("LAUNCH_LOOP_REQUEST");
+    unsigned long long request_k = 1, step_us = 0, syncs = 0;
+    if (request_s != NULL && (sscanf(request_s, "%llu,%llu", &request_k, &step_us) != 2 ||
+                              request_k == 0)) {
+        fprintf(stderr, "launch_loop: LAUNCH_LOOP_REQUEST=%s: give K,C (K >= 1 synchronisations "
+                "a request, C microseconds of CPU between them)\n", request_s);
+        return 2;
+    }
     int want_cpu = getenv("LAUNCH_LOOP_CPU") != NULL;
     int want_latency = getenv("LAUNCH_LOOP_LATENCY") != NULL;
     CUevent ev0 = NULL, ev1 = NULL;
@@ -299,7 +310,11 @@ int main(int argc, char **argv)
                 ;
         if (sync_every != 0 && n % sync_every == 0) {
             check(p_cuCtxSynchronize(), "cuCtxSynchronize");
-            if (idle_ns != 0) {
+            if (++syncs % request_k != 0) { /* a step of a request: the CPU's part, then on */
+                uint64_t until = now_ns() + 1000u * step_us;
+                while (now_ns() < until)
+                    ;
+            } else if (idle_ns != 0) {
                 uint64_t until = now_ns() + idle_ns;
                 struct timespec ts = {(time_t)(until / 1000000000ull),
                                       (long)(until % 1000000000ull)};
