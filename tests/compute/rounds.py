@@ -38,6 +38,21 @@ def limit_shares(loop: Any, make_sim_gpu: Callable[[], Any], limits: tuple[int, 
     return runs
 
 
+def pair_runs(loop: Any, make_sim_gpu: Callable[[], Any], tmp: Path,
+              a: tuple[str, int, dict[str, str]], b: tuple[str, int, dict[str, str]],
+              seconds: float) -> list[dict[str, float]]:
+    """ROUNDS runs of two containers started together on one simulated GPU, each (name, grid,
+    environment): each run's shares by name.  Every run gets a fresh node region and GPU."""
+    runs = []
+    for i in range(ROUNDS):
+        run, gpu = loop.fresh(str(i)), make_sim_gpu().env
+        procs = {name: run.start(gpu, "kernel", grid, seconds, **env,
+                                 CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}-{i}.region"))
+                 for name, grid, env in (a, b)}
+        runs.append({name: float(run.result(p)["share"]) for name, p in procs.items()})
+    return runs
+
+
 def compute_state(region: Path) -> Any:
     """A container region's compute state of GPU 0 (RegionError until its process created it)."""
     from libvgpu.region import Region

@@ -8,7 +8,7 @@ the one that waited 5 ms + 2 ms past the high one's estimated work, 56 % of its 
 from __future__ import annotations
 
 import pytest
-from rounds import ROUNDS, medians
+from rounds import medians, pair_runs
 
 HIGH = {"CUDA_TASK_PRIORITY": "0", "LAUNCH_LOOP_SYNC": "1", "LAUNCH_LOOP_IDLE_US": "23300"}
 
@@ -25,15 +25,9 @@ def test_low_gets_60pct_of_alone_beside_a_high_busy_30pct(loop, make_sim_gpu, tm
 
     high_alone = alone("high-alone", 10000, **HIGH)
     low_alone = alone("low-alone", 1000, CUDA_TASK_PRIORITY="1")
-    runs = []
-    for i in range(ROUNDS):  # the pair three times, judged by the medians (rounds.py)
-        run, gpu = loop.fresh(str(i)), make_sim_gpu().env
-        high = run.start(gpu, "kernel", 10000, 4.0, **HIGH,
-                         CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"high{i}.region"))
-        low = run.start(gpu, "kernel", 1000, 4.0, CUDA_TASK_PRIORITY="1",
-                        CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"low{i}.region"))
-        runs.append({"high": float(run.result(high)["share"]),
-                     "low": float(run.result(low)["share"])})
+    # the pair three times, judged by the medians (rounds.py)
+    runs = pair_runs(loop, make_sim_gpu, tmp_path, ("high", 10000, HIGH),
+                     ("low", 1000, {"CUDA_TASK_PRIORITY": "1"}), 4.0)
     m = medians(runs)
     facts = {"high alone": high_alone, "low alone": low_alone, "runs": runs}
     assert 0.27 <= high_alone <= 0.33, facts  # busy 30 % of the time, as the issue asks

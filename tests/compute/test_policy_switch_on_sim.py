@@ -4,7 +4,7 @@ docs/compute.md, end to end (two containers share a GPU through the node region)
 from __future__ import annotations
 
 import pytest
-from rounds import ROUNDS, medians
+from rounds import medians, pair_runs
 
 
 @pytest.mark.slow
@@ -51,16 +51,10 @@ def test_high_priority_is_not_held_and_low_yields(loop, sim_gpu, tmp_path) -> No
 def test_force_holds_high_priority_sharing_with_low(loop, make_sim_gpu, tmp_path) -> None:
     # medians of ROUNDS runs (rounds.py): one whole-suite CI run read 0.345 + 0.181, a stall of
     # this loaded 2-core machine; every run alone passes
-    runs = []
-    for i in range(ROUNDS):
-        run, gpu = loop.fresh(str(i)), make_sim_gpu().env
-        high = run.start(gpu, "kernel", 1000, 3.0, CUDA_DEVICE_SM_LIMIT="40",
-                         CUDA_TASK_PRIORITY="0", GPU_CORE_UTILIZATION_POLICY="force",
-                         CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"high-{i}.region"))
-        low = run.start(gpu, "kernel", 1000, 3.0, CUDA_DEVICE_SM_LIMIT="30",
-                        CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"low-{i}.region"))
-        runs.append({"high": float(run.result(high)["share"]),
-                     "low": float(run.result(low)["share"])})
+    runs = pair_runs(loop, make_sim_gpu, tmp_path,
+                     ("high", 1000, {"CUDA_DEVICE_SM_LIMIT": "40", "CUDA_TASK_PRIORITY": "0",
+                                     "GPU_CORE_UTILIZATION_POLICY": "force"}),
+                     ("low", 1000, {"CUDA_DEVICE_SM_LIMIT": "30"}), 3.0)
     m = medians(runs)
     assert m["high"] == pytest.approx(0.40, abs=0.05), runs
     # a high-priority container held to a share does not claim the GPU: the low one takes
