@@ -454,8 +454,12 @@ uint32_t lim_idle_avg(uint32_t idle_x100, uint64_t charged_ns, uint64_t waited_n
     if (waited_ns >= wall_ns)
         return idle_x100;
     uint64_t free = wall_ns - waited_ns;
-    return share_avg(idle_x100, charged_ns < free ? free - charged_ns : 0u, free,
-                     LIM_USE_WEIGHT);
+    int64_t sample = charged_ns >= free ? 0 : (int64_t)((double)(free - charged_ns) * 1e4 /
+                                                        (double)free);
+    int64_t part = (int64_t)((double)free * 1e4 / (double)wall_ns); /* of the tick, x1e4 */
+    int64_t avg = (int64_t)idle_x100;
+    avg += (sample - avg) * part / (10000 * (int64_t)LIM_USE_WEIGHT);
+    return (uint32_t)avg;
 }
 
 uint32_t lim_light(uint32_t was_light, uint32_t use_x100, uint32_t idle_x100,

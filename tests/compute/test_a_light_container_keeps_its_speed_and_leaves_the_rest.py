@@ -56,13 +56,26 @@ def test_light_below_half_its_share_while_mostly_idle(limiter_driver, was: int, 
     assert int(limiter_driver.run("light", was, use_x100, idle_x100, limit, SETTLED - 1)) == 0
 
 
-def test_idle_is_the_time_neither_waited_nor_filled_an_eighth_a_tick(limiter_driver) -> None:
+def test_idle_is_the_time_neither_waited_nor_filled_an_eighth_a_free_tick(limiter_driver) -> None:
     ms = 1_000_000
-    # 10-ms ticks: all idle; 5 ms waited, 1 ms charged (4 of the 5 free ms idle); nothing free
-    # (unchanged); charged more than the free time (nothing idle)
+    # 10-ms ticks: all idle (an eighth of the way); 5 ms waited, 1 ms charged (4 of the 5 free
+    # ms idle, half a tick free: a sixteenth); nothing free (unchanged); charged more than the
+    # free time (nothing idle, half a tick)
     got = limiter_driver.run("idle", 0, 0, 0, 10 * ms, 1 * ms, 5 * ms, 10 * ms,
                              0, 10 * ms, 10 * ms, 8 * ms, 5 * ms, 10 * ms).split()
-    assert got == ["1250", "2093", "2093", "1832"]
+    assert got == ["1250", "1671", "1671", "1567"]
+
+
+def test_a_tick_waited_but_for_a_sliver_hardly_moves_the_idle_share(limiter_driver) -> None:
+    # a busy member of the turns waits for its window all but a few µs of a tick: those µs are
+    # all idle, but they are not an eighth of its time (one run in seven found it light)
+    ms, us = 1_000_000, 1_000
+    got = limiter_driver.run("idle", 1000, 0, 10 * ms - 2 * us, 10 * ms).split()
+    assert got == ["1000"]
+    # twenty ticks with 50 µs free each: 1 ms idle in all, which moves it as a tenth of one
+    # idle tick does (~+100), not as twenty ticks (weighed per tick: 8900)
+    slivers = limiter_driver.run("idle", 1000, *[0, 10 * ms - 50 * us, 10 * ms] * 20).split()
+    assert 1050 < int(slivers[-1]) < 1150, slivers
 
 
 def service_beside_a_loop(loop, gpu_env: dict[str, str], tmp: Path,
