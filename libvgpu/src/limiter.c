@@ -454,8 +454,9 @@ uint32_t lim_idle_avg(uint32_t idle_x100, uint64_t charged_ns, uint64_t waited_n
     if (waited_ns >= wall_ns)
         return idle_x100;
     uint64_t free = wall_ns - waited_ns;
-    int64_t sample = charged_ns >= free ? 0 : (int64_t)((double)(free - charged_ns) * 1e4 /
-                                                        (double)free);
+    if (charged_ns >= free) /* a busy tick, whatever it waited: an eighth of the way to 0 */
+        return share_avg(idle_x100, 0u, free, LIM_USE_WEIGHT);
+    int64_t sample = (int64_t)((double)(free - charged_ns) * 1e4 / (double)free);
     int64_t part = (int64_t)((double)free * 1e4 / (double)wall_ns); /* of the tick, x1e4 */
     int64_t avg = (int64_t)idle_x100;
     avg += (sample - avg) * part / (10000 * (int64_t)LIM_USE_WEIGHT);

@@ -360,11 +360,16 @@ struct lim_verdict lim_decide(const struct lim_view *v);
  * (wall_ns 0: unchanged). */
 uint32_t lim_use_avg(uint32_t use_x100, uint64_t charged_ns, uint64_t wall_ns);
 /* The idle share after one tick of `wall_ns` in which the container's launches were charged
- * `charged_ns` and it waited `waited_ns` in the gate: an average over the time not waited, so a
- * tick moves it by its free part of the same weight (unchanged when it waited the whole tick).
- * Weighed per tick alike, a tick waited but for a few µs read as all idle: a busy 30 % loop
- * beside a 70 % one (sim, 0.5-ms kernels, waiting for its turn 3 ticks in 4) rose to 44 % idle
- * on such slivers and was found light in about one run of seven. */
+ * `charged_ns` and it waited `waited_ns` in the gate (unchanged when it waited the whole tick).
+ * A tick whose launches were charged at least its free time (not waited) is busy and moves it
+ * 1/LIM_USE_WEIGHT of the way to 0, however little of it was free (a member of long turns
+ * launches its window's work in the few free µs between waits: its start's idle reading falls
+ * off that way); any other tick moves it by its free part of that weight (idle time counts by
+ * its length).  Weighed per tick alike, a tick waited but for a few µs with nothing launched read
+ * as all idle: a busy 30 % loop beside a 70 % one (sim, 0.5-ms kernels, waiting for its turn 3
+ * ticks in 4) rose to 44 % idle on such slivers and was found light in about one run of seven;
+ * weighed by the free part alone, busy ticks too, 3-ms kernels at 30 + 70 kept their start's
+ * idle reading (98 %, found light) and read 0.38 + 0.58 in two runs of three. */
 uint32_t lim_idle_avg(uint32_t idle_x100, uint64_t charged_ns, uint64_t waited_ns,
                       uint64_t wall_ns);
 /* Whether a container paced at `limit_pct` with that use and idle share, averaged for

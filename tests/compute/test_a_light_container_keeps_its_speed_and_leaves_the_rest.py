@@ -57,13 +57,15 @@ def test_light_below_half_its_share_while_mostly_idle(limiter_driver, was: int, 
 
 
 def test_idle_is_the_time_neither_waited_nor_filled_an_eighth_a_free_tick(limiter_driver) -> None:
-    ms = 1_000_000
+    ms, us = 1_000_000, 1_000
     # 10-ms ticks: all idle (an eighth of the way); 5 ms waited, 1 ms charged (4 of the 5 free
     # ms idle, half a tick free: a sixteenth); nothing free (unchanged); charged more than the
-    # free time (nothing idle, half a tick)
+    # free time (a busy tick: an eighth of the way to 0)
     got = limiter_driver.run("idle", 0, 0, 0, 10 * ms, 1 * ms, 5 * ms, 10 * ms,
                              0, 10 * ms, 10 * ms, 8 * ms, 5 * ms, 10 * ms).split()
-    assert got == ["1250", "1671", "1671", "1567"]
+    assert got == ["1250", "1671", "1671", "1463"]
+    # a busy tick with a sliver free (launches between waits) counts whole
+    assert limiter_driver.run("idle", 8000, 3 * ms, 10 * ms - 20 * us, 10 * ms).split() == ["7000"]
 
 
 def test_a_tick_waited_but_for_a_sliver_hardly_moves_the_idle_share(limiter_driver) -> None:
