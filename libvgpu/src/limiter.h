@@ -343,7 +343,8 @@ struct lim_verdict lim_decide(const struct lim_view *v);
  * use is the GPU time its launches were charged (as measured), averaged with weight
  * 1/LIM_USE_WEIGHT per tick (10 ms: ~80 ms to follow).  Idle: the share of the time not spent
  * waiting in the gate (for a window, a pace or a claim: neither idle nor busy) that its launches
- * did not fill with GPU time, averaged the same way.  (Sampling at each tick whether a thread was
+ * did not fill with GPU time, averaged with the same weight over the time not waited
+ * (lim_idle_avg).  (Sampling at each tick whether a thread was
  * in the gate or work was queued aliased with the turns: both follow the same clock, and a
  * service's ticks could land in its waits every time.)  A wait still in progress at a tick counts
  * up to the tick, and the averages stand still over a tick in which a claiming neighbour was busy
