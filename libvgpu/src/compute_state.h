@@ -66,7 +66,7 @@ struct vgpu_cdev {
     uint32_t light;   /* paced and using little of its share: claims like a high (lim_light;
                        * atomic; ticker) */
     uint32_t use_x100; /* the container's recent use of the GPU (lim_use_avg; ticker only) */
-    uint32_t idle_x100; /* ... and its idle share (lim_idle_avg; ticker only) */
+    struct lim_idle idle; /* ... and its idle share's averages (lim_idle_avg; ticker only) */
     uint64_t use_charged, use_waited, use_at; /* its charged_ns, waited_ns at use_at, 0: anew */
     uint64_t use_since; /* when the averages started, 0 not yet */
     uint64_t wait_mark; /* a wait in the gate in progress: counted in waited_ns up to here, 0

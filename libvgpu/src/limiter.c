@@ -448,19 +448,26 @@ uint32_t lim_use_avg(uint32_t use_x100, uint64_t charged_ns, uint64_t wall_ns)
     return share_avg(use_x100, charged_ns, wall_ns, LIM_USE_WEIGHT);
 }
 
-uint32_t lim_idle_avg(uint32_t idle_x100, uint64_t charged_ns, uint64_t waited_ns,
-                      uint64_t wall_ns)
+struct lim_idle lim_idle_avg(struct lim_idle a, uint64_t charged_ns, uint64_t waited_ns,
+                             uint64_t wall_ns)
 {
     if (waited_ns >= wall_ns)
-        return idle_x100;
+        return a;
     uint64_t free = wall_ns - waited_ns;
-    if (charged_ns >= free) /* a busy tick, whatever it waited: an eighth of the way to 0 */
-        return share_avg(idle_x100, 0u, free, LIM_USE_WEIGHT);
-    int64_t sample = (int64_t)((double)(free - charged_ns) * 1e4 / (double)free);
-    int64_t part = (int64_t)((double)free * 1e4 / (double)wall_ns); /* of the tick, x1e4 */
-    int64_t avg = (int64_t)idle_x100;
-    avg += (sample - avg) * part / (10000 * (int64_t)LIM_USE_WEIGHT);
-    return (uint32_t)avg;
+    if (a.free_ns == 0) /* no history: a span free and filled */
+        a.free_ns = a.charged_ns = LIM_IDLE_SPAN_NS;
+    /* what the sums keep: the span's part that this tick's free time does not take */
+    double keep = free >= LIM_IDLE_SPAN_NS ? 0.0 : 1.0 - (double)free / (double)LIM_IDLE_SPAN_NS;
+    a.free_ns = (uint64_t)((double)a.free_ns * keep) + free;
+    a.charged_ns = (uint64_t)((double)a.charged_ns * keep) + charged_ns;
+    return a;
+}
+
+uint32_t lim_idle_share(struct lim_idle a)
+{
+    if (a.charged_ns >= a.free_ns)
+        return 0;
+    return (uint32_t)((double)(a.free_ns - a.charged_ns) * 1e4 / (double)a.free_ns);
 }
 
 uint32_t lim_light(uint32_t was_light, uint32_t use_x100, uint32_t idle_x100,

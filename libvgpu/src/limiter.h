@@ -343,8 +343,8 @@ struct lim_verdict lim_decide(const struct lim_view *v);
  * use is the GPU time its launches were charged (as measured), averaged with weight
  * 1/LIM_USE_WEIGHT per tick (10 ms: ~80 ms to follow).  Idle: the share of the time not spent
  * waiting in the gate (for a window, a pace or a claim: neither idle nor busy) that its launches
- * did not fill with GPU time, averaged with the same weight over the time not waited
- * (lim_idle_avg).  (Sampling at each tick whether a thread was
+ * did not fill with GPU time, over about the last LIM_IDLE_SPAN_NS of that time (lim_idle_avg).
+ * (Sampling at each tick whether a thread was
  * in the gate or work was queued aliased with the turns: both follow the same clock, and a
  * service's ticks could land in its waits every time.)  A wait still in progress at a tick counts
  * up to the tick, and the averages stand still over a tick in which a claiming neighbour was busy
@@ -360,19 +360,34 @@ struct lim_verdict lim_decide(const struct lim_view *v);
 /* The use after one tick: `charged_ns` charged over `wall_ns`, in hundredths of a percent
  * (wall_ns 0: unchanged). */
 uint32_t lim_use_avg(uint32_t use_x100, uint64_t charged_ns, uint64_t wall_ns);
-/* The idle share after one tick of `wall_ns` in which the container's launches were charged
- * `charged_ns` and it waited `waited_ns` in the gate (unchanged when it waited the whole tick).
- * A tick whose launches were charged at least its free time (not waited) is busy and moves it
- * 1/LIM_USE_WEIGHT of the way to 0, however little of it was free (a member of long turns
- * launches its window's work in the few free µs between waits: its start's idle reading falls
- * off that way); any other tick moves it by its free part of that weight (idle time counts by
- * its length).  Weighed per tick alike, a tick waited but for a few µs with nothing launched read
- * as all idle: a busy 30 % loop beside a 70 % one (sim, 0.5-ms kernels, waiting for its turn 3
- * ticks in 4) rose to 44 % idle on such slivers and was found light in about one run of seven;
- * weighed by the free part alone, busy ticks too, 3-ms kernels at 30 + 70 kept their start's
- * idle reading (98 %, found light) and read 0.38 + 0.58 in two runs of three. */
-uint32_t lim_idle_avg(uint32_t idle_x100, uint64_t charged_ns, uint64_t waited_ns,
-                      uint64_t wall_ns);
+/* The idle share is the part of the container's recent free time (not waited in the gate) that
+ * the GPU time it was charged does not fill.  Two sums over about LIM_IDLE_SPAN_NS of free time:
+ * each tick adds its free time and its charges, and keeps of what they held the part of the span
+ * its free time does not take.  So idle time counts by its length (ticks waited but for a few µs
+ * with nothing launched hardly move it), and work a tick launched counts against the free time
+ * it then runs in, the next ticks' too (a member of the turns launches its window's work in the
+ * last µs of a waited tick and waits for it in the next one, free, its GPU busy).  {0, 0}: no
+ * history, a span free and filled (a container starts paced at its whole share and busy).
+ * Averaged per tick instead (each tick's own idle part, an eighth a tick; a busy tick an eighth
+ * towards 0 however little of it was free), a service over its share (sim, 8 × 0.2-ms kernels a
+ * request, idle 2.5 ms, at 30 beside a 70 % loop) that started in the turns read 44 % idle where
+ * 63 % of its free time was: its window's launches came in the last 0.2 ms of waited ticks, each
+ * such tick an eighth towards 0.  It was not found light in 2 runs of 12 and got 32 % of its alone
+ * speed (80 % when light).  Weighed by the free part alone, busy ticks too, 3-ms kernels at
+ * 30 + 70 kept their start's idle reading (98 %: ~330 ms neither charged nor waited) and read
+ * 0.38 + 0.58 in two runs of three; per tick alike, a tick waited all but a sliver read as all
+ * idle (a busy 30 % loop beside a 70 % one was found light in one run of seven). */
+#define LIM_IDLE_SPAN_NS 80000000ull
+struct lim_idle {
+    uint64_t free_ns;    /* free time, summed over about the span */
+    uint64_t charged_ns; /* GPU time charged, summed alike */
+};
+/* The averages after one tick of `wall_ns` in which the container's launches were charged
+ * `charged_ns` and it waited `waited_ns` in the gate (unchanged when it waited the whole tick). */
+struct lim_idle lim_idle_avg(struct lim_idle a, uint64_t charged_ns, uint64_t waited_ns,
+                             uint64_t wall_ns);
+/* The idle share, in hundredths of a percent: 0 when the charges fill the free time. */
+uint32_t lim_idle_share(struct lim_idle a);
 /* Whether a container paced at `limit_pct` with that use and idle share, averaged for
  * `since_ns`, is light, from whether it was (the hysteresis above). */
 uint32_t lim_light(uint32_t was_light, uint32_t use_x100, uint32_t idle_x100,

@@ -68,12 +68,12 @@ static int claimed_since(const struct vgpu_cdev *c, uint64_t since)
 static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device *b, uint64_t now,
                            int node_known)
 {
-    uint32_t limit = LD(&c->limit), light;
+    uint32_t limit = LD(&c->limit), light, idle;
     uint64_t mark = LD(&c->wait_mark), charged = LD(&b->charged_ns), waited = LD(&b->waited_ns);
 
     if (limit == 0 || !node_known || vgpu_cs.policy != LIM_POLICY_DEFAULT) {
         c->use_x100 = 10000u;
-        c->idle_x100 = 0;
+        c->idle = (struct lim_idle){0, 0};
         c->use_at = c->use_since = 0;
         ST(&c->light, 0u);
         return 0;
@@ -89,19 +89,20 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
         waited += now - mark;
     if (c->use_at != 0 && charged >= c->use_charged && waited >= c->use_waited) {
         c->use_x100 = lim_use_avg(c->use_x100, charged - c->use_charged, now - c->use_at);
-        c->idle_x100 = lim_idle_avg(c->idle_x100, charged - c->use_charged,
-                                    waited - c->use_waited, now - c->use_at);
+        c->idle = lim_idle_avg(c->idle, charged - c->use_charged, waited - c->use_waited,
+                               now - c->use_at);
     }
     c->use_charged = charged;
     c->use_waited = waited;
     c->use_at = now;
     if (c->use_since == 0)
         c->use_since = now;
-    light = lim_light(LD(&c->light), c->use_x100, c->idle_x100, limit, now - c->use_since);
+    idle = lim_idle_share(c->idle);
+    light = lim_light(LD(&c->light), c->use_x100, idle, limit, now - c->use_since);
     if (light != LD(&c->light))
         vgpu_log(VGPU_LOG_INFO, "compute: used %u.%02u %% of the GPU lately at a %u %% share, "
                  "idle %u %% of the time: %s", c->use_x100 / 100u, c->use_x100 % 100u, limit,
-                 c->idle_x100 / 100u,
+                 idle / 100u,
                  light ? "light (claims the GPU while busy, out of the turns)" : "no longer light");
     ST(&c->light, light);
     return light;

@@ -22,8 +22,8 @@
  *   limiter_driver use AVG_X100 CHARGED_NS WALL_NS [CHARGED_NS WALL_NS ...]
  *       (prints lim_use_avg after each tick)
  *   limiter_driver light WAS_LIGHT USE_X100 IDLE_X100 LIMIT SINCE_NS   (prints lim_light)
- *   limiter_driver idle AVG_X100 CHARGED_NS WAITED_NS WALL_NS [...]
- *       (prints lim_idle_avg after each tick)
+ *   limiter_driver idle FREE_NS CHARGED_NS  CHARGED_NS WAITED_NS WALL_NS [...]
+ *       (from those averages, prints lim_idle_share after each tick's lim_idle_avg)
  *   limiter_driver lowest V1 [V2 ...]
  *   limiter_driver cost [sat=MHZ] SAMPLE[@MHZ]...
  *       one key; after each sample (ns, run at clock MHZ, default unknown) prints the estimate
@@ -299,11 +299,11 @@ int main(int argc, char **argv)
                                  arg_u64(argv[6])));
         return 0;
     }
-    if (argc >= 6 && argc % 3 == 0 && strcmp(argv[1], "idle") == 0) {
-        uint32_t avg = (uint32_t)arg_u64(argv[2]);
-        for (int i = 3; i + 2 < argc; i += 3) {
+    if (argc >= 7 && argc % 3 == 1 && strcmp(argv[1], "idle") == 0) {
+        struct lim_idle avg = {arg_u64(argv[2]), arg_u64(argv[3])};
+        for (int i = 4; i + 2 < argc; i += 3) {
             avg = lim_idle_avg(avg, arg_u64(argv[i]), arg_u64(argv[i + 1]), arg_u64(argv[i + 2]));
-            printf("%u\n", avg);
+            printf("%u\n", lim_idle_share(avg));
         }
         return 0;
     }
