@@ -739,9 +739,11 @@ def bench_newcomer(r: Runner, shapes: tuple[Shape, ...] = NEWCOMER,
         alone = [100 * x["steps_per_s"] / ref for x in cold]
         start = time.monotonic() + 15.0
         # the first one's run in two phases: alone, then beside the newcomer
+        # logging at 3: whether either was found light (out of the turns, claiming), counted
         pa = r.start(shape, f"-1:{NEWCOMER_AFTER_S},-1:{COLD_PHASES[-1][1]}",
-                     r.container(CUDA_DEVICE_SM_LIMIT="70"), start)
-        pb = r.start(late, COLD_PHASE_SPEC, r.container(CUDA_DEVICE_SM_LIMIT="30"),
+                     r.container(CUDA_DEVICE_SM_LIMIT="70", LIBCUDA_LOG_LEVEL="3"), start)
+        pb = r.start(late, COLD_PHASE_SPEC,
+                     r.container(CUDA_DEVICE_SM_LIMIT="30", LIBCUDA_LOG_LEVEL="3"),
                      start + NEWCOMER_AFTER_S, cold=True)
         ra, rb = r.results(pa), r.results(pb)
         points = []
@@ -757,6 +759,7 @@ def bench_newcomer(r: Runner, shapes: tuple[Shape, ...] = NEWCOMER,
                "first_paired": {"pct": round(100 * paired["steps_per_s"] / ref, 1),
                                 "charged_pct": round(paired.get("charged_pct", 0.0), 1),
                                 "waited_pct": round(paired.get("waited_pct", 0.0), 1)},
+               "found_light": [ra[-1].get("found_light"), rb[-1].get("found_light")],
                "newcomer_paired": {"charged_pct": round(rb[-1].get("charged_pct", 0.0), 1),
                                    "waited_pct": round(rb[-1].get("waited_pct", 0.0), 1),
                                    "step_p50_ms": rb[-1].get("step_p50_ms")},
@@ -975,10 +978,10 @@ def markdown(res: dict) -> str:
                   "from 30 % of that); the first one's over its whole run, and beside the "
                   "newcomer (its GPU time charged and its time waited in the gate, % of wall "
                   "time); the newcomer's charged and waited in its seconds 2-4, and its "
-                  "step's p50", "",
+                  "step's p50; times each was found light (first, newcomer)", "",
                   "| shape of the first | newcomer | alone | first, whole run | first, beside: "
-                  "% (charged, waited) | newcomer: charged, waited, step ms |",
-                  "| --- | --- | --- | --- | --- | --- |"]
+                  "% (charged, waited) | newcomer: charged, waited, step ms | found light |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
         for c in res["newcomer"]:
             pts = c["points"]
             fp, nb = c.get("first_paired", {}), c.get("newcomer_paired", {})
@@ -988,7 +991,8 @@ def markdown(res: dict) -> str:
                          + f"{c['first_pct_overall']} | "
                          + f"{fp.get('pct', '?')} ({fp.get('charged_pct', '?')}, "
                          + f"{fp.get('waited_pct', '?')}) | {nb.get('charged_pct', '?')}, "
-                         + f"{nb.get('waited_pct', '?')}, {nb.get('step_p50_ms', '?')} |")
+                         + f"{nb.get('waited_pct', '?')}, {nb.get('step_p50_ms', '?')} | "
+                         + f"{', '.join(map(str, c.get('found_light', ['?', '?'])))} |")
         lines.append("")
     if res.get("shared_cold"):
         lines += ["Two containers 30 + 70 (default policy) starting together, paced from the first "
