@@ -97,21 +97,32 @@ void lim_turn_merge(struct lim_turn_member *set, uint32_t *n, uint32_t max,
         set[j].limit_pct = m.limit_pct;
     if (m.period_class > set[j].period_class)
         set[j].period_class = m.period_class;
+    if (m.capped)
+        set[j].capped = 1;
+}
+
+/* A member's part of the period, out of lim_turn_parts_total (lim_turn_window). */
+static uint64_t turn_part(struct lim_turn_member u, uint32_t capped, uint32_t weights)
+{
+    if (capped + weights >= 100 || weights == 0)
+        return u.limit_pct;
+    return (uint64_t)u.limit_pct * (u.capped ? weights : 100u - capped);
 }
 
 struct lim_turn lim_turn_window(const struct lim_turn_member *m, uint32_t n, uint64_t me)
 {
     struct lim_turn_member u[LIM_TURN_MAX];
     struct lim_turn t = {0, 0, LIM_TURN_PERIOD_NS};
-    uint64_t total = 0, before = 0, period;
-    uint32_t nu = 0, i, mine = LIM_TURN_MAX, cls = 0;
+    uint64_t total, before = 0, period;
+    uint32_t nu = 0, i, mine = LIM_TURN_MAX, cls = 0, capped = 0, weights = 0;
 
     for (i = 0; i < n; i++)
         lim_turn_merge(u, &nu, LIM_TURN_MAX, m[i]);
     for (i = 0; i < nu; i++) {
-        total += u[i].limit_pct;
-        if (u[i].id < me)
-            before += u[i].limit_pct;
+        if (u[i].capped)
+            capped += u[i].limit_pct;
+        else
+            weights += u[i].limit_pct;
         if (u[i].id == me)
             mine = i;
         if (u[i].period_class > cls)
@@ -121,12 +132,18 @@ struct lim_turn lim_turn_window(const struct lim_turn_member *m, uint32_t n, uin
         return t;
     if (cls >= LIM_TURN_CLASSES)
         cls = LIM_TURN_CLASSES - 1;
-    if (total < 100)
-        total = 100;
+    /* in proportion to the shares; under 100, caps as they are and weights fill the rest */
+    total = capped + weights >= 100 ? capped + weights
+            : weights == 0          ? 100u
+                                    : 100u * weights;
+    for (i = 0; i < nu; i++)
+        if (u[i].id < me)
+            before += turn_part(u[i], capped, weights);
     period = LIM_TURN_PERIOD_NS << cls;
     t.period_ns = (uint32_t)period;
     t.off_ns = (uint32_t)(period * before / total);
-    t.len_ns = (uint32_t)(period * (before + u[mine].limit_pct) / total) - t.off_ns;
+    t.len_ns = (uint32_t)(period * (before + turn_part(u[mine], capped, weights)) / total) -
+               t.off_ns;
     return t;
 }
 
@@ -396,10 +413,21 @@ uint32_t lim_cost_sample(struct lim_cost_table *t, uint64_t key, uint64_t sample
 
 /* ---- the policy / priority table ----------------------------------------------------------- */
 
+uint32_t lim_share_scaled(uint32_t share_pct, uint32_t others_pct, uint32_t others_capped_pct)
+{
+    uint32_t weights = share_pct + others_pct - others_capped_pct;
+
+    if (share_pct == 0 || share_pct + others_pct >= 100)
+        return share_pct;
+    /* what the caps leave, in proportion to the weights (rounded up) */
+    return (share_pct * (100u - others_capped_pct) + weights - 1u) / weights;
+}
+
 struct lim_verdict lim_decide(const struct lim_view *v)
 {
-    struct lim_verdict out = {0, 0};
+    struct lim_verdict out = {0, 0, 0, 0};
     uint32_t sharing = !v->node_known || v->others_high + v->others_low > 0;
+    int weight = 0; /* the share is a weight (`default`), not a cap */
 
     switch (v->policy) {
     case LIM_POLICY_DISABLE:
@@ -411,19 +439,33 @@ struct lim_verdict lim_decide(const struct lim_view *v)
     default: /* LIM_POLICY_DEFAULT: the seed's semantics */
         if (v->priority == LIM_PRIORITY_LOW && (sharing || (v->light && v->others_light > 0)))
             out.limit_pct = v->limit_pct;
+        weight = 1;
         /* a light neighbour claims like a high one; light ones do not yield to each other */
         out.yield = v->priority == LIM_PRIORITY_LOW &&
                     (v->others_high > 0 || (!v->light && v->others_light > 0));
         break;
     }
-    if (v->agent_limit_pct == LIM_AGENT_UNLIMITED)
+    if (v->agent_limit_pct == LIM_AGENT_UNLIMITED) {
         out.limit_pct = 0;
-    else if (v->agent_limit_pct >= 1 && v->agent_limit_pct <= 100)
-        out.limit_pct = v->agent_limit_pct;
+    } else if (v->agent_limit_pct >= 1 && v->agent_limit_pct <= 100) {
+        out.limit_pct = v->agent_limit_pct; /* a cap */
+        weight = 0;
+    }
     if (v->agent_yield == LIM_AGENT_YIELD)
         out.yield = 1;
     else if (v->agent_yield == LIM_AGENT_RUN)
         out.yield = 0;
+    if (out.limit_pct >= 100)
+        out.limit_pct = 0;
+    out.share_pct = out.limit_pct;
+    out.capped = out.share_pct != 0 && !weight;
+    /* a weight: among paced containers (the turns' members), with every active low one of
+     * them, what their shares leave of the GPU goes to the weighted ones in proportion (an
+     * active low outside them, with no gpucores, time-slices with them: they keep their
+     * shares; beside highs or light ones alone, a low keeps its share too) */
+    if (weight && v->node_known && v->others_paced > 0 && v->others_paced >= v->others_low)
+        out.limit_pct = lim_share_scaled(out.limit_pct, v->others_paced_pct,
+                                         v->others_capped_pct);
     if (out.limit_pct >= 100)
         out.limit_pct = 0;
     return out;

@@ -59,7 +59,8 @@ uint64_t lim_pacer_book_bursty(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns,
  * 59.5 % with per-launch pacing, 62.5 % with bursts).  So paced containers that share a GPU take
  * turns instead: every LIM_TURN_PERIOD_NS of CLOCK_MONOTONIC (one clock for the whole node) is
  * cut into one window per paced container, in the order of container ids, each as long as the
- * container's share (shares scaled down to fit when they add up to more than 100).  A container
+ * container's share scaled to fill the period (shares that add up to less than 100 split the
+ * rest in proportion, lim_share_scaled; more than 100, each gives up in proportion).  A container
  * launches only inside its window, and only work its estimates say ends before the window does
  * (give or take half a kernel), so that one context at a time has work on the GPU.  Every
  * container computes the same windows from the node region, with no lock and no hand-over: a
@@ -80,6 +81,7 @@ struct lim_turn_member {
     uint64_t id;           /* container id, nonzero */
     uint32_t limit_pct;    /* 1..99 */
     uint32_t period_class; /* lim_turn_class of its longest kernels */
+    uint32_t capped;       /* its share is a cap (`force`, an agent's limit), not a weight */
 };
 
 struct lim_turn {
@@ -96,7 +98,9 @@ void lim_turn_merge(struct lim_turn_member *set, uint32_t *n, uint32_t max,
 
 /* The window of container `me` among the paced containers `m` (any order; an id may repeat, its
  * largest limit and class count; `me` must be one of them; entries with limit 0 or >= 100 are
- * ignored). */
+ * ignored).  Windows are in proportion to the shares; where they add up to less than 100, a
+ * capped member's window is its share of the period and the weighted ones split the rest in
+ * proportion (lim_share_scaled); capped ones alone leave the rest idle. */
 struct lim_turn lim_turn_window(const struct lim_turn_member *m, uint32_t n, uint64_t me);
 
 /* How long a launch of `cost_ns` must wait for its turn at `now_ns`, 0 = go, when the caller's
@@ -312,14 +316,32 @@ struct lim_view {
     uint32_t others_low;      /* ... low priority */
     uint32_t light;           /* this container is light (lim_light): it claims like a high */
     uint32_t others_light;    /* other light containers busy now (claiming) */
+    uint32_t others_paced;    /* other containers paced by their shares and active on the device
+                               * (the turns' other members: not light, not yielding) */
+    uint32_t others_paced_pct; /* ... the sum of their shares */
+    uint32_t others_capped_pct; /* ... of which caps (lim_turn_member.capped) */
 };
 
 struct lim_verdict {
     uint32_t limit_pct; /* 0 = not held back; 1..99 = paced to this share (100 is not limited) */
     uint32_t yield;     /* 1 = launches wait while a high-priority container is active */
+    uint32_t share_pct; /* the share it takes turns by (published to the others), 0 none: its
+                         * gpucores (or the agent's limit), which limit_pct scales up under
+                         * `default` when the members' shares add up to less than 100 */
+    uint32_t capped;    /* share_pct is a cap (`force`, the agent's limit), not a weight */
 };
 
 struct lim_verdict lim_decide(const struct lim_view *v);
+
+/* Under `default` a share is a weight, as cgroups' cpu.weight is: paced containers whose shares
+ * add up to less than 100 split the whole GPU in proportion to them (30 + 30: 50 each; 30 + 40
+ * beside a light service: 43 + 57 of what the service leaves), less what capped ones (`force`,
+ * an agent's limit: cpu.max) take (30 beside a capped 40: 60).  Each was held to its share
+ * before, and the rest of the GPU sat idle while they were busy (simulated GPU, 1-ms kernels:
+ * 30 + 30 got 0.29 + 0.30).  The pace a weight `share_pct` scales to, beside others paced whose
+ * shares add up to `others_pct`, `others_capped_pct` of it caps (rounded up; from 100 on, not
+ * held). */
+uint32_t lim_share_scaled(uint32_t share_pct, uint32_t others_pct, uint32_t others_capped_pct);
 
 /* ---- light containers: what a paced container leaves unused goes to the others -------------
  * Under `default`, gpucores is a guarantee, not a cap, but turns hold every member to its window

@@ -254,20 +254,23 @@ void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
 }
 
 uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16],
-                         uint64_t my_container, uint64_t now_ns, struct lim_turn_member *out,
-                         uint32_t max)
+                         uint64_t my_container, uint64_t now_ns, int yielding,
+                         struct lim_turn_member *out, uint32_t max)
 {
     uint32_t i, n = 0;
+    uint32_t mask = VGPU_NODE_FLAG_LIMITED | VGPU_NODE_FLAG_LIGHT |
+                    (yielding ? 0u : VGPU_NODE_FLAG_YIELDING);
 
     for (i = 0; i < VGPU_NODE_SLOTS; i++) {
         const struct vgpu_node_slot *s = &r->slots[i];
         uint64_t cid = other_live(s, uuid, my_container, now_ns);
         uint32_t turn = LD(&s->turn);
-        struct lim_turn_member m = {cid, VGPU_NODE_TURN_PCT(turn), VGPU_NODE_TURN_CLASS(turn)};
+        uint32_t flags = LD(&s->flags);
+        struct lim_turn_member m = {cid, VGPU_NODE_TURN_PCT(turn), VGPU_NODE_TURN_CLASS(turn),
+                                    (flags & VGPU_NODE_FLAG_CAPPED) ? 1u : 0u};
 
         if (cid == 0 || !fresh(LD(&s->active_ns), now_ns, VGPU_NODE_ACTIVE_NS) ||
-            (LD(&s->flags) & (VGPU_NODE_FLAG_LIMITED | VGPU_NODE_FLAG_YIELDING |
-                              VGPU_NODE_FLAG_LIGHT)) != VGPU_NODE_FLAG_LIMITED)
+            (flags & mask) != VGPU_NODE_FLAG_LIMITED)
             continue;
         lim_turn_merge(out, &n, max, m); /* a container's processes count once */
     }

@@ -95,11 +95,13 @@ uint32_t vgpu_node_claimers(const struct vgpu_node_region *r, const uint8_t uuid
 uint64_t vgpu_node_claim_end(const struct vgpu_node_region *r, const uint32_t *slots, uint32_t n,
                              uint64_t now_ns, int *all_light);
 
-/* The other containers paced on `uuid` and active at `now_ns` (LIMITED, not YIELDING nor
- * LIGHT), as turn members (limiter.h), one per container (its largest share and class); returns
- * how many were stored (at most `max`). */
+/* The other containers paced on `uuid` and active at `now_ns` (LIMITED, not LIGHT, and not
+ * YIELDING unless `yielding`), as turn members (limiter.h), one per container (its largest share
+ * and class); returns how many were stored (at most `max`).  The turns leave out those waiting
+ * for a claim; the shares' scaling (lim_share_scaled) counts them: a member yields only while a
+ * claimer is busy, and its neighbours' paces would otherwise flip with its yield every tick. */
 uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16],
-                         uint64_t my_container, uint64_t now_ns, struct lim_turn_member *out,
-                         uint32_t max);
+                         uint64_t my_container, uint64_t now_ns, int yielding,
+                         struct lim_turn_member *out, uint32_t max);
 
 #endif

@@ -29,18 +29,17 @@ static uint32_t turn_class(const struct vgpu_cdev *c, uint32_t limit)
     return lim_turn_class(LD(&c->longest), limit);
 }
 
-/* This container's turn on the device among the paced containers active there (limiter.h). */
-static uint64_t turn_of(const struct vgpu_cdev *c, uint64_t now, uint32_t limit)
+/* This container's turn on the device, by its `share`, among the `n` other paced containers
+ * active there, `m` (room for one more: limiter.h). */
+static uint64_t turn_of(const struct vgpu_cdev *c, struct lim_turn_member *m, uint32_t n,
+                        uint32_t share)
 {
-    struct lim_turn_member m[LIM_TURN_MAX];
-    uint32_t n = vgpu_node_paced(vgpu_cs.node, c->uuid, vgpu_cs.container_id, now, m,
-                                 LIM_TURN_MAX - 1);
-
     if (n == 0)
         return 0;
     m[n].id = vgpu_cs.container_id;
-    m[n].limit_pct = limit;
-    m[n].period_class = turn_class(c, limit);
+    m[n].limit_pct = share;
+    m[n].period_class = turn_class(c, share);
+    m[n].capped = LD(&c->capped);
     return vgpu_turn_pack(lim_turn_window(m, n + 1, vgpu_cs.container_id));
 }
 
@@ -98,10 +97,12 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
     if (c->use_since == 0)
         c->use_since = now;
     idle = lim_idle_share(c->idle);
-    light = lim_light(LD(&c->light), c->use_x100, idle, limit, now - c->use_since);
+    /* against its share (a weight), not the pace it scales to (lim_share_scaled) */
+    light = lim_light(LD(&c->light), c->use_x100, idle, LD(&c->share), now - c->use_since);
     if (light != LD(&c->light))
         vgpu_log(VGPU_LOG_INFO, "compute: used %u.%02u %% of the GPU lately at a %u %% share, "
-                 "idle %u %% of the time: %s", c->use_x100 / 100u, c->use_x100 % 100u, limit,
+                 "idle %u %% of the time: %s", c->use_x100 / 100u, c->use_x100 % 100u,
+                 LD(&c->share),
                  idle / 100u,
                  light ? "light (claims the GPU while busy, out of the turns)" : "no longer light");
     ST(&c->light, light);
@@ -244,6 +245,7 @@ void vgpu_tick(uint64_t now)
         struct vgpu_cdev *c = &vgpu_cs.dev[d];
         struct vgpu_compute_device *b;
         struct vgpu_node_census census = {0, 0, 0, 0};
+        struct lim_turn_member members[LIM_TURN_MAX]; /* the other paced ones, room for me */
         struct lim_view v;
         struct lim_verdict r;
         uint32_t flags = 0;
@@ -263,11 +265,12 @@ void vgpu_tick(uint64_t now)
         if (vgpu_cs.node != NULL && !vgpu_cs.exiting) {
             if (c->node_slot < 0 ||
                 vgpu_node_beat(vgpu_cs.node, c->node_slot, &vgpu_cs.me, now, active,
-                               (LD(&c->limit) ? VGPU_NODE_FLAG_LIMITED : 0u) |
+                               (LD(&c->share) ? VGPU_NODE_FLAG_LIMITED : 0u) |
                                    (LD(&c->yield) ? VGPU_NODE_FLAG_YIELDING : 0u) |
-                                   (LD(&c->light) ? VGPU_NODE_FLAG_LIGHT : 0u),
-                               VGPU_NODE_TURN(LD(&c->limit),
-                                              turn_class(c, LD(&c->limit)))) != 0) {
+                                   (LD(&c->light) ? VGPU_NODE_FLAG_LIGHT : 0u) |
+                                   (LD(&c->capped) ? VGPU_NODE_FLAG_CAPPED : 0u),
+                               VGPU_NODE_TURN(LD(&c->share),
+                                              turn_class(c, LD(&c->share)))) != 0) {
                 c->node_slot = vgpu_node_claim(vgpu_cs.node, &vgpu_cs.me, c->uuid, now);
                 if (c->node_slot >= 0)
                     vgpu_node_beat(vgpu_cs.node, c->node_slot, &vgpu_cs.me, now, active, 0, 0);
@@ -287,15 +290,27 @@ void vgpu_tick(uint64_t now)
         v.others_low = census.low;
         v.light = follow_use(c, b, now, v.node_known != 0);
         v.others_light = census.light;
+        v.others_paced = v.node_known ? vgpu_node_paced(vgpu_cs.node, c->uuid,
+                                                        vgpu_cs.container_id, now, 1, members,
+                                                        LIM_TURN_MAX - 1)
+                                      : 0u;
+        v.others_paced_pct = v.others_capped_pct = 0;
+        for (uint32_t i = 0; i < v.others_paced; i++) {
+            v.others_paced_pct += members[i].limit_pct;
+            v.others_capped_pct += members[i].capped ? members[i].limit_pct : 0u;
+        }
         r = lim_decide(&v);
-        if (r.limit_pct != LD(&c->limit) || r.yield != LD(&c->yield))
+        if (r.limit_pct != LD(&c->limit) || r.yield != LD(&c->yield) ||
+            r.share_pct != LD(&c->share))
             vgpu_log(VGPU_LOG_INFO, "compute: device %d: %s, others active: %u high %u low %u "
-                     "light (%u present)%s -> %s%u%%%s", d,
+                     "light (%u present, %u paced at %u %%)%s -> %s%u%% (share %u %%)%s", d,
                      v.node_known ? "node region" : "no node region", census.high, census.low,
-                     census.light, census.present, v.light ? ", light" : "",
-                     r.limit_pct ? "paced to " : "not paced ", r.limit_pct,
-                     r.yield ? ", yielding" : "");
+                     census.light, census.present, v.others_paced, v.others_paced_pct,
+                     v.light ? ", light" : "", r.limit_pct ? "paced to " : "not paced ",
+                     r.limit_pct, r.share_pct, r.yield ? ", yielding" : "");
         ST(&c->limit, r.limit_pct);
+        ST(&c->share, r.share_pct);
+        ST(&c->capped, r.capped);
         ST(&c->yield, r.yield);
         ST(&c->forced, v.agent_yield == LIM_AGENT_YIELD ? 1u : 0u);
         {
@@ -311,7 +326,12 @@ void vgpu_tick(uint64_t now)
                 ST(&c->claim[i], slots[i]);
             ST(&c->nclaim, n);
         }
-        ST(&c->turn, v.node_known && r.limit_pct && !r.yield ? turn_of(c, now, r.limit_pct) : 0u);
+        ST(&c->turn, v.node_known && r.limit_pct && !r.yield
+                         ? turn_of(c, members,
+                                   vgpu_node_paced(vgpu_cs.node, c->uuid, vgpu_cs.container_id,
+                                                   now, 0, members, LIM_TURN_MAX - 1),
+                                   r.share_pct)
+                         : 0u);
         if (LD(&c->turn))
             flags |= VGPU_COMPUTE_FLAG_TURNS;
         if (v.light)

@@ -11,7 +11,9 @@
  *   limiter_driver shared LIMIT COST_NS RUN_NS TOL_NS PROCS
  *       PROCS launchers sharing one pacer word round-robin; prints the total busy share.
  *   limiter_driver decide
- *       prints the verdict for every combination of the inputs of lim_decide.
+ *       prints the verdict for every combination of the inputs of lim_decide (limit, yield,
+ *       share, capped; other paced members only with an active low: they are counted among
+ *       those).
  *   limiter_driver parse pct|policy|priority|wait|schedstat|throttled VALUE
  *       (schedstat: the run delay; throttled: a cpu.stat's nr_throttled)
  *   limiter_driver waitchoose YIELDING CPU_WAIT_X100 NOW_NS THROTTLED_AT_NS
@@ -36,7 +38,8 @@
  *   limiter_driver feedback K_PPM BUSY_NS CHARGED_NS WINDOW_NS [ROUNDS]
  *       prints the factor after each of ROUNDS (default 1) windows with the same readings
  *   limiter_driver satest F_NOW POWER_MW UTIL LIMIT_MW   (prints lim_sat_estimate)
- *   limiter_driver window ME ID:LIMIT[:CLASS]...   (prints lim_turn_window: off len period, ns)
+ *   limiter_driver window ME ID:LIMIT[:CLASS[:c]]...   (prints lim_turn_window: off len period,
+ *       ns; `:c` a capped member)
  *   limiter_driver turnwait OFF_NS LEN_NS NOW_NS QUEUED_NS COST_NS [PERIOD_NS]
  *                                          (prints lim_turn_wait; the period defaults to 40 ms)
  *   limiter_driver turnclass LONGEST_NS LIMIT   (prints lim_turn_class)
@@ -148,7 +151,9 @@ static int cmd_decide(void)
 {
     static const uint32_t limits[] = {0, 30, 100};
     static const uint32_t agent_limits[] = {0, 20, LIM_AGENT_UNLIMITED};
-    uint32_t po, pr, li, al, ay, nk, oh, ol, me, ot;
+    /* other paced members: none, one weighted at 20, one at 70, one capped at 40 */
+    static const uint32_t paced_pcts[] = {0, 20, 70, 40}, capped_pcts[] = {0, 0, 0, 40};
+    uint32_t po, pr, li, al, ay, nk, oh, ol, me, ot, pm;
 
     for (po = 0; po < 3; po++)
         for (pr = 0; pr < 2; pr++)
@@ -159,15 +164,23 @@ static int cmd_decide(void)
                             for (oh = 0; oh < 2; oh++)
                                 for (ol = 0; ol < 2; ol++)
                                     for (me = 0; me < 2; me++)
-                                        for (ot = 0; ot < 2; ot++) {
-                                            struct lim_view v = {po, pr, limits[li],
-                                                                 agent_limits[al], ay, nk, oh,
-                                                                 ol, me, ot};
-                                            struct lim_verdict r = lim_decide(&v);
-                                            printf("%u %u %u %u %u %u %u %u %u %u -> %u %u\n",
-                                                   po, pr, limits[li], agent_limits[al], ay, nk,
-                                                   oh, ol, me, ot, r.limit_pct, r.yield);
-                                        }
+                                        for (ot = 0; ot < 2; ot++)
+                                            for (pm = 0; pm < (ol ? 4u : 1u); pm++) {
+                                                /* a paced member is an active low too */
+                                                struct lim_view v = {po, pr, limits[li],
+                                                                     agent_limits[al], ay, nk,
+                                                                     oh, ol, me, ot, pm ? 1u : 0u,
+                                                                     paced_pcts[pm],
+                                                                     capped_pcts[pm]};
+                                                struct lim_verdict r = lim_decide(&v);
+                                                printf("%u %u %u %u %u %u %u %u %u %u %u %u %u "
+                                                       "-> %u %u %u %u\n",
+                                                       po, pr, limits[li], agent_limits[al], ay,
+                                                       nk, oh, ol, me, ot, v.others_paced,
+                                                       v.others_paced_pct, v.others_capped_pct,
+                                                       r.limit_pct, r.yield, r.share_pct,
+                                                       r.capped);
+                                            }
     return 0;
 }
 
@@ -260,6 +273,7 @@ static int cmd_window(int n, char **a)
         m[k].limit_pct = (uint32_t)arg_u64(colon + 1);
         colon = strchr(colon + 1, ':');
         m[k].period_class = colon != NULL ? (uint32_t)arg_u64(colon + 1) : 0u;
+        m[k].capped = colon != NULL && strchr(colon + 1, ':') != NULL; /* ID:LIMIT:CLASS:c */
         k++;
     }
     t = lim_turn_window(m, k, arg_u64(a[0]));

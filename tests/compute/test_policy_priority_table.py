@@ -24,8 +24,13 @@ class Row(NamedTuple):
     others_low: int
     light: int
     others_light: int
+    others_paced: int
+    others_paced_pct: int
+    others_capped_pct: int
     out_limit: int
     out_yield: int
+    out_share: int
+    out_capped: int
 
     @property
     def alone(self) -> bool:
@@ -43,7 +48,8 @@ def rows(limiter_driver) -> list[Row]:
     for line in limiter_driver.run("decide").splitlines():
         left, right = line.split("->")
         out.append(Row(*map(int, left.split()), *map(int, right.split())))
-    assert len(out) == 3 * 2 * 3 * 3 * 3 * 2 * 2 * 2 * 2 * 2
+    # other paced members (none, one at 20, one at 70, one capped at 40) only beside an active low
+    assert len(out) == 3 * 2 * 3 * 3 * 3 * 2 * 2 * (1 + 4) * 2 * 2
     return out
 
 
@@ -61,8 +67,34 @@ def test_alone_is_never_held_back_under_default(rows: list[Row]) -> None:
 def test_low_priority_sharing_is_held_to_gpucores(rows: list[Row]) -> None:
     for r in rows:
         if (r.policy == DEFAULT and r.priority == LOW and r.no_agent and
-                (r.others_high or r.others_low or not r.node_known)):
+                (r.others_high or r.others_low or not r.node_known) and
+                not (r.node_known and r.others_paced)):
             assert r.out_limit == held(r.limit), r
+
+
+def test_paced_lows_split_what_their_shares_leave_in_proportion(rows: list[Row]) -> None:
+    # `default`: a share is a weight (cpu.weight): 30 beside a paced 20 is paced to 60, beside
+    # a paced 70 to its 30, beside a capped 40 (cpu.max) to the 60 that leaves; it takes turns
+    # by its 30 either way
+    seen = set()
+    for r in rows:
+        if (r.policy == DEFAULT and r.priority == LOW and r.no_agent and r.node_known and
+                r.others_paced and r.out_share):
+            total = r.limit + r.others_paced_pct
+            weights = total - r.others_capped_pct
+            left = 100 - r.others_capped_pct
+            want = -(-r.limit * left // weights) if total < 100 else r.limit
+            assert (r.out_limit, r.out_share, r.out_capped) == (held(want), held(r.limit), 0), r
+            seen.add((r.limit, r.others_paced_pct, r.out_limit))
+    assert seen == {(30, 20, 60), (30, 70, 30), (30, 40, 60)}
+
+
+def test_caps_are_published_as_caps(rows: list[Row]) -> None:
+    # a share under `force` or the agent's limit is a cap: the others do not scale it
+    for r in rows:
+        if r.out_share:
+            assert r.out_capped == (1 if r.policy == FORCE or 1 <= r.agent_limit <= 100
+                                    else 0), r
 
 
 def test_a_low_beside_busy_light_neighbours_alone_yields_but_is_not_held(rows: list[Row]) -> None:
@@ -98,7 +130,8 @@ def test_under_default_a_busy_light_neighbour_claims_like_a_high_one(rows: list[
 
 def test_a_light_container_is_held_to_its_share_beside_whoever_is_busy(rows: list[Row]) -> None:
     for r in rows:
-        if r.policy == DEFAULT and r.priority == LOW and r.no_agent and r.light and not r.alone:
+        if (r.policy == DEFAULT and r.priority == LOW and r.no_agent and r.light and
+                not r.alone and not r.others_paced):
             assert r.out_limit == held(r.limit), r
 
 

@@ -1,6 +1,6 @@
 """Paced containers sharing a GPU take turns (lim_turn_window, lim_turn_wait): the period is cut
-into one window per container, by share, in container-id order, and a launch goes only when its
-estimated work ends inside the caller's window."""
+into one window per container, in proportion to the shares, in container-id order, and a launch
+goes only when its estimated work ends inside the caller's window."""
 
 from __future__ import annotations
 
@@ -28,15 +28,29 @@ def test_windows_follow_id_order_and_shares(limiter_driver) -> None:
     assert window(limiter_driver, 9, "9:70", "7:30", "9:70", "7:20") == (12 * MS, 28 * MS)
 
 
-def test_windows_never_overlap_and_fit_the_period(limiter_driver) -> None:
+def test_windows_never_overlap_and_fill_the_period(limiter_driver) -> None:
+    # shares that add up to 90: the rest is split in proportion (a share is a weight under
+    # `default`; under `force` each one's pace still caps it), not left idle
     members = ("3:10", "5:25", "8:40", "11:15")
     spans = sorted(window(limiter_driver, int(m.split(":")[0]), *members) for m in members)
     end = 0
     for off, length in spans:
         assert off >= end
         end = off + length
-    assert end <= PERIOD
-    assert [length for _, length in spans] == [4 * MS, 10 * MS, 16 * MS, 6 * MS]
+    assert PERIOD - 1000 <= end <= PERIOD
+    assert [length // 1000 for _, length in spans] == [4444, 11111, 17777, 6666]
+    # two at 30: half the period each
+    assert window(limiter_driver, 1, "1:30", "2:30") == (0, 20 * MS)
+    assert window(limiter_driver, 2, "1:30", "2:30") == (20 * MS, 20 * MS)
+
+
+def test_a_cap_keeps_its_window_and_weights_fill_the_rest(limiter_driver) -> None:
+    # a capped 40 (`force`) beside a weighted 30: 40 % of the period, and the 30 the other 60 %
+    assert window(limiter_driver, 1, "1:40:0:c", "2:30") == (0, 16 * MS)
+    assert window(limiter_driver, 2, "1:40:0:c", "2:30") == (16 * MS, 24 * MS)
+    # caps alone leave the rest of the period idle; over 100, caps give up in proportion too
+    assert window(limiter_driver, 2, "1:30:0:c", "2:30:0:c") == (12 * MS, 12 * MS)
+    assert window(limiter_driver, 2, "1:70:0:c", "2:70") == (20 * MS, 20 * MS)
 
 
 def test_oversubscribed_shares_are_scaled_to_fit(limiter_driver) -> None:
