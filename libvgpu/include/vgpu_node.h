@@ -35,9 +35,8 @@
 #define VGPU_NODE_FLAG_LIGHT    0x4u /* with LIMITED: uses little of its share and is mostly
                                       * idle (limiter.h, lim_light): out of the turns, claims
                                       * like a high */
-#define VGPU_NODE_FLAG_CAPPED   0x8u /* with LIMITED: its share (turn) is a cap (`force`, an
-                                      * agent's limit), not a weight (limiter.h,
-                                      * lim_share_scaled) */
+#define VGPU_NODE_FLAG_CAPPED   0x8u /* with LIMITED: its share (turn) is a cap (`force`), not
+                                      * a weight (limiter.h, lim_share_scaled) */
 
 /* 64 bytes */
 struct vgpu_node_slot {

@@ -448,8 +448,9 @@ struct lim_verdict lim_decide(const struct lim_view *v)
     if (v->agent_limit_pct == LIM_AGENT_UNLIMITED) {
         out.limit_pct = 0;
     } else if (v->agent_limit_pct >= 1 && v->agent_limit_pct <= 100) {
-        out.limit_pct = v->agent_limit_pct; /* a cap */
-        weight = 0;
+        /* the agent's plan (agent/decide.py, core_plan) writes the gpucores of a container
+         * that shares: under `default` a weight still, under `force` a cap */
+        out.limit_pct = v->agent_limit_pct;
     }
     if (v->agent_yield == LIM_AGENT_YIELD)
         out.yield = 1;

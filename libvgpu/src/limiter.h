@@ -81,7 +81,7 @@ struct lim_turn_member {
     uint64_t id;           /* container id, nonzero */
     uint32_t limit_pct;    /* 1..99 */
     uint32_t period_class; /* lim_turn_class of its longest kernels */
-    uint32_t capped;       /* its share is a cap (`force`, an agent's limit), not a weight */
+    uint32_t capped;       /* its share is a cap (`force`), not a weight */
 };
 
 struct lim_turn {
@@ -328,15 +328,16 @@ struct lim_verdict {
     uint32_t share_pct; /* the share it takes turns by (published to the others), 0 none: its
                          * gpucores (or the agent's limit), which limit_pct scales up under
                          * `default` when the members' shares add up to less than 100 */
-    uint32_t capped;    /* share_pct is a cap (`force`, the agent's limit), not a weight */
+    uint32_t capped;    /* share_pct is a cap (`force`), not a weight (`default`) */
 };
 
 struct lim_verdict lim_decide(const struct lim_view *v);
 
 /* Under `default` a share is a weight, as cgroups' cpu.weight is: paced containers whose shares
  * add up to less than 100 split the whole GPU in proportion to them (30 + 30: 50 each; 30 + 40
- * beside a light service: 43 + 57 of what the service leaves), less what capped ones (`force`,
- * an agent's limit: cpu.max) take (30 beside a capped 40: 60).  Each was held to its share
+ * beside a light service: 43 + 57 of what the service leaves), less what capped ones (`force`:
+ * cpu.max) take (30 beside a capped 40: 60); the agent's limit (its plan writes the gpucores of
+ * a container that shares) counts as the container's policy says.  Each was held to its share
  * before, and the rest of the GPU sat idle while they were busy (simulated GPU, 1-ms kernels:
  * 30 + 30 got 0.29 + 0.30).  The pace a weight `share_pct` scales to, beside others paced whose
  * shares add up to `others_pct`, `others_capped_pct` of it caps (rounded up; from 100 on, not

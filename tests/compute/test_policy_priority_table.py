@@ -90,11 +90,11 @@ def test_paced_lows_split_what_their_shares_leave_in_proportion(rows: list[Row])
 
 
 def test_caps_are_published_as_caps(rows: list[Row]) -> None:
-    # a share under `force` or the agent's limit is a cap: the others do not scale it
+    # a share under `force` is a cap: the others do not scale it.  The agent's limit (its plan
+    # writes a sharing container's gpucores) counts as the container's policy says
     for r in rows:
         if r.out_share:
-            assert r.out_capped == (1 if r.policy == FORCE or 1 <= r.agent_limit <= 100
-                                    else 0), r
+            assert r.out_capped == (0 if r.policy == DEFAULT else 1), r
 
 
 def test_a_low_beside_busy_light_neighbours_alone_yields_but_is_not_held(rows: list[Row]) -> None:
@@ -159,7 +159,10 @@ def test_agent_overrides_win(rows: list[Row]) -> None:
         if r.agent_limit == AGENT_UNLIMITED:
             assert r.out_limit == 0, r
         elif r.agent_limit:
-            assert r.out_limit == r.agent_limit, r
+            assert r.out_share == r.agent_limit, r
+            # under `default` a weight, scaled among paced ones as gpucores would be
+            if not (r.policy == DEFAULT and r.node_known and r.others_paced):
+                assert r.out_limit == r.agent_limit, r
         if r.agent_yield == YIELD:
             assert r.out_yield == 1, r
         elif r.agent_yield == RUN:
