@@ -179,33 +179,61 @@ def _occupancy(workloads: Iterable[Workload], s: Snapshot) -> dict[GpuUuid, list
 @dataclass(frozen=True)
 class CorePlan:
     """What the agent writes into a workload's region for one GPU (libvgpu's compute limiter
-    reads it): the effective cores limit (0 = not limited) and whether to yield to others."""
+    reads it), and what its compute share is judged against.
 
+    `override` False: nothing (the shims of every container on the GPU see the node region and
+    coordinate among themselves: libvgpu's policy/priority table, turns, claims, shares as
+    weights); True: the effective cores limit (0 = not limited) and whether to yield to others.
+    `cap_percent`: the share NVML's utilisation is held to in the compute verdict, 0 none."""
+
+    override: bool
     effective_cores_percent: int
     yield_to_high: bool
+    cap_percent: int
+
+
+def coordinated(w: Workload, gpu: GpuUuid) -> bool:
+    """Whether the workload's shims run on `gpu` (they admitted memory there) and see the node
+    region: they then coordinate compute with the other containers there themselves."""
+    return (w.managed and w.shim_used is not None and w.shim_used.get(gpu, 0) > 0
+            and gpu not in w.shim_node_unknown)
 
 
 def core_plan(occupancy: Mapping[GpuUuid, Iterable[Workload]]) -> dict[tuple[str, GpuUuid],
                                                                         CorePlan]:
-    """Priority coordination. A workload alone on a GPU, or a high-priority one sharing only with
-    high-priority ones, is not core-limited; otherwise its gpucores apply, and a low-priority
-    workload yields while a high-priority one shares its GPU. Core policy `force` applies the
-    gpucores always, `disable` never (GPU_CORE_UTILIZATION_POLICY's meaning)."""
+    """Priority coordination. Where every workload on a GPU runs shims that see the node
+    region, the agent writes no override: the shims coordinate among themselves, finer than it
+    can (a high one claims the GPU only while busy, lows take what it leaves, `default` shares
+    are weights), and a cap or a yield from the agent would undo that (a low told to yield waits
+    as long as a high one merely holds memory on the GPU). Otherwise the agent coordinates: a
+    workload alone on a GPU, or a high-priority one sharing only with high-priority ones, is not
+    core-limited; otherwise its gpucores apply, and a low-priority workload yields while a
+    high-priority one shares its GPU. Core policy `force` applies the gpucores always, `disable`
+    never (GPU_CORE_UTILIZATION_POLICY's meaning). The compute verdict holds a workload to its
+    gpucores where they are a cap: under `force`, or as the agent's own plan says."""
     plan: dict[tuple[str, GpuUuid], CorePlan] = {}
     for gpu, ws in occupancy.items():
         tenants = [w for w in ws if w.managed]
         any_high = any(w.rule.priority == "high" for w in tenants)
         all_high = all(w.rule.priority == "high" for w in tenants)
+        by_shims = all(coordinated(w, gpu) for w in tenants)
         for w in tenants:
+            if by_shims:
+                cap = w.rule.cores_percent if w.rule.core_policy == "force" else 0
+                plan[(w.wid, gpu)] = CorePlan(False, 0, False, cap)
+                continue
             alone = len(tenants) == 1
             free = alone or all_high
             if w.rule.core_policy == "force":
                 free = False
             elif w.rule.core_policy == "disable":
                 free = True
+            effective = 0 if free else w.rule.cores_percent
             plan[(w.wid, gpu)] = CorePlan(
-                effective_cores_percent=0 if free else w.rule.cores_percent,
+                override=True,
+                effective_cores_percent=effective,
                 yield_to_high=not alone and w.rule.priority != "high" and any_high,
+                cap_percent=effective,
             )
     return plan
 
@@ -213,7 +241,7 @@ def core_plan(occupancy: Mapping[GpuUuid, Iterable[Workload]]) -> dict[tuple[str
 def judge(s: Snapshot, policy: AgentPolicy) -> list[Verdict]:
     everyone = [*s.workloads, *unmanaged_workloads(s, policy)]
     plan = core_plan(_occupancy(s.workloads, s))
-    limited = {k: v.effective_cores_percent > 0 for k, v in plan.items()}
+    limited = {k: v.cap_percent > 0 for k, v in plan.items()}
     return [v for w in everyone for v in _judge_one(w, s, policy, limited)]
 
 

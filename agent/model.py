@@ -128,6 +128,9 @@ class Workload:
     # run the shim. shim_used is None when the region could not be read (see region_error).
     shim_used: PerGpu | None = None
     shim_pids: frozenset[Pid] = frozenset()
+    # GPUs on which its shims see no node region (libvgpu's NODE_UNKNOWN flag): there they cannot
+    # coordinate compute with the other containers themselves
+    shim_node_unknown: frozenset[GpuUuid] = frozenset()
     region_error: str = ""
     managed: bool = True  # False for the pseudo-workload of one unmanaged GPU process
 

@@ -34,7 +34,8 @@ class Tracked:
     used: dict[str, int] = field(default_factory=dict)
     limits: dict[str, int | None] = field(default_factory=dict)
     shim_pids: frozenset[Pid] = frozenset()
-    plan_written: dict[str, tuple[int, str]] = field(default_factory=dict)
+    node_unknown: frozenset[str] = frozenset()  # RegionRead.node_unknown
+    plan_written: dict[str, tuple[int | None, str]] = field(default_factory=dict)
     procs: dict[int, int] = field(default_factory=dict)  # the region's slots last read
     procs_next: float = 0.0
 
@@ -100,7 +101,7 @@ class Regions:
                     r = replace(r, procs=t.procs)
                 else:
                     t.procs, t.procs_next = r.procs, now + SLOTS_PERIOD
-                t.used, t.limits = r.used, r.limits
+                t.used, t.limits, t.node_unknown = r.used, r.limits, r.node_unknown
                 if t.rec.pod_uid:  # the shim's pids are of the container's namespace
                     if host_pids is None:
                         raise RuntimeError("a pod container's region outside cluster mode")
@@ -124,6 +125,8 @@ class Regions:
                         pids=table.pids_of(t.rec.wid),
                         shim_used={GpuUuid(u): b for u, b in t.used.items()} if ok else None,
                         shim_pids=t.shim_pids if ok else frozenset(),
+                        shim_node_unknown=(frozenset(GpuUuid(u) for u in t.node_unknown)
+                                           if ok else frozenset()),
                         region_error=t.region_error)
 
     def write_core_plan(self, snap: Snapshot, tracked: Mapping[str, Tracked]) -> None:
@@ -139,7 +142,9 @@ class Regions:
                 occ.setdefault(g, []).append(w)
         for (wid, gpu), plan in core_plan(occ).items():
             t = tracked[wid]
-            want = (plan.effective_cores_percent, "yield" if plan.yield_to_high else "run")
+            want: tuple[int | None, str] = (
+                (plan.effective_cores_percent, "yield" if plan.yield_to_high else "run")
+                if plan.override else (None, "auto"))
             if t.plan_written.get(gpu) != want:
                 try:
                     t.reader.region.set_compute_override(gpu, limit=want[0], yield_=want[1])

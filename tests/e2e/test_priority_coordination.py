@@ -1,6 +1,10 @@
-"""Priority coordination through the regions: when a high-priority workload starts using the GPU
-that a low-priority one runs on, the agent tells the low one to yield within 100 ms, and lets it
-run unlimited again within 100 ms of the high one's exit; with and without eBPF."""
+"""Priority coordination through the regions, for shims that see no node region
+(GPUWARDEN_NODE_REGION=off: they cannot coordinate among themselves): when a high-priority
+workload starts using the GPU that a low-priority one runs on, the agent tells the low one to
+yield within 100 ms, and lets it run unlimited again within 100 ms of the high one's exit; with
+and without eBPF.  Shims that see the node region coordinate themselves, finer than the agent's
+yield (which stops the low one while the high one merely holds memory): the agent writes
+nothing for them."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from agent_harness import AgentProc
+from cudaprobe import CudaProbe
 
 from libvgpu import region as lr
 
@@ -35,28 +40,59 @@ def wait_for(region: Path, want: tuple[int, int], timeout: float) -> float:
 
 
 RUN_FREE = (lr.COMPUTE_AGENT_UNLIMITED, lr.COMPUTE_YIELD["run"])
+NO_OVERRIDE = (0, lr.COMPUTE_YIELD["auto"])
 YIELD_30 = (30, lr.COMPUTE_YIELD["yield"])
 
 
+def launching(cudaprobe: CudaProbe, total_ms: int) -> list[str]:
+    """A workload that holds 64 MiB and keeps launching (its shim's compute side runs and
+    publishes whether it sees the node region); its `launch` row marks its first launch."""
+    return cudaprobe.argv("init", "primary:0", f"alloc:{64 * 2**20}", "launch:1:10",
+                          f"duty:5:5:{total_ms}")
+
+
 @pytest.mark.parametrize("mode", [pytest.param("ebpf", marks=pytest.mark.bpf), "no-ebpf"])
-def test_low_yields_to_high_within_100ms(start_agent, gpu_job: Path, mode: str) -> None:
+def test_low_yields_to_high_within_100ms(start_agent, cudaprobe: CudaProbe, mode: str) -> None:
     agent: AgentProc = start_agent(*(["--no-ebpf"] if mode == "no-ebpf" else []))
+    alone = dict(agent.env, GPUWARDEN_NODE_REGION="off")
     low = agent.run(["--namespace", "demo", "--name", "low", "--priority", "low",
-                     "--gpucores", "30"], [gpu_job, "64", "20000"])
+                     "--gpucores", "30"], launching(cudaprobe, 30000), env=alone)
     adm = agent.wait_event(lambda e: e.get("event") == "workload_admitted")
     region = agent.state_dir / "regions" / f"{adm['workload']['id']}.region"
     wait_for(region, RUN_FREE, 10)  # alone: not limited
-    env = dict(agent.env, GPU_JOB_TRACE="1")
     high = agent.run(["--namespace", "demo", "--name", "high", "--priority", "high",
-                      "--gpucores", "50"], [gpu_job, "64", "1500"], env=env)
+                      "--gpucores", "50"], launching(cudaprobe, 1500), env=alone)
     assert high.stdout is not None
-    line = high.stdout.readline()
-    t_start = int(line.split("=")[1]) / 1e9  # just after its context, before its allocation
+    while not (line := high.stdout.readline()).startswith("launch"):
+        assert line, "the high one exited before its first launch"
+    t_start = time.monotonic()  # its first launch returned: its shim's first tick is due
     t_yield = wait_for(region, YIELD_30, 5)
     assert t_yield - t_start <= 0.1, f"yield after {1000 * (t_yield - t_start):.0f} ms"
     high.communicate(timeout=30)
     t_exit = time.monotonic()
     t_free = wait_for(region, RUN_FREE, 5)
     assert t_free - t_exit <= 0.1, f"free after {1000 * (t_free - t_exit):.0f} ms"
+    low.kill()
+    low.wait(10)
+
+
+def test_shims_that_see_the_node_region_get_no_override(start_agent, cudaprobe: CudaProbe,
+                                                        tmp_path: Path) -> None:
+    agent: AgentProc = start_agent("--no-ebpf")
+    shared = dict(agent.env, GPUWARDEN_NODE_REGION=str(tmp_path / "node.region"))
+    low = agent.run(["--namespace", "demo", "--name", "low", "--priority", "low",
+                     "--gpucores", "30"], launching(cudaprobe, 30000), env=shared)
+    adm = agent.wait_event(lambda e: e.get("event") == "workload_admitted")
+    region = agent.state_dir / "regions" / f"{adm['workload']['id']}.region"
+    high = agent.run(["--namespace", "demo", "--name", "high", "--priority", "high",
+                      "--gpucores", "50"], launching(cudaprobe, 1500), env=shared)
+    assert high.stdout is not None
+    while not (line := high.stdout.readline()).startswith("launch"):
+        assert line, "the high one exited before its first launch"
+    agent.wait_loops_after(time.time())  # both launch on the GPU: seen and judged
+    assert override(region) == NO_OVERRIDE
+    high.communicate(timeout=30)
+    agent.wait_loops_after(time.time())
+    assert override(region) == NO_OVERRIDE
     low.kill()
     low.wait(10)

@@ -21,12 +21,16 @@ def rule(limit: int | None = 1000 * MiB, **kw: object) -> Rule:
 
 
 def workload(wid: str = "w1", pids: tuple[int, ...] = (100,), r: Rule | None = None,
-             shim: dict[int, dict[GpuUuid, int]] | None = None) -> Workload:
+             shim: dict[int, dict[GpuUuid, int]] | None = None,
+             node_region: bool = True) -> Workload:
+    """`node_region` False: its shims see no node region (they cannot coordinate compute)."""
+    used = _totals(shim if shim is not None else {})
     return Workload(
         wid=wid, key=WorkloadKey("default", wid), rule=r or rule(),
         pids=frozenset(Pid(p) for p in pids),
-        shim_used=_totals(shim if shim is not None else {}),
+        shim_used=used,
         shim_pids=frozenset(Pid(p) for p in (shim or {})),
+        shim_node_unknown=frozenset() if node_region else frozenset(used),
     )
 
 
