@@ -96,3 +96,33 @@ def test_shims_that_see_the_node_region_get_no_override(start_agent, cudaprobe: 
     assert override(region) == NO_OVERRIDE
     low.kill()
     low.wait(10)
+
+
+def busy_share(proc, ms: int, kernel_ms: int) -> float:
+    """The GPU share a `duty:KERNEL_MS:0:MS` workload got: its kernels' time over its run."""
+    out, err = proc.communicate(timeout=60)
+    rows = [line for line in out.splitlines() if line.startswith("duty")]
+    assert rows, (out, err)
+    kernels = int(rows[0].split("kernels=")[1].split()[0])
+    return kernels * kernel_ms / ms
+
+
+@pytest.mark.parametrize(("priorities", "want"), [
+    # a high one flat out runs as if alone; the low one gets what it leaves (nothing)
+    (("high", "low"), lambda a, b: a >= 0.85 and b <= 0.1),
+    # two lows at 30 + 30: shares are weights, half the GPU each
+    (("low", "low"), lambda a, b: a >= 0.4 and b >= 0.4),
+], ids=["high beside low", "two lows at 30"])
+def test_under_the_agent_shims_keep_their_semantics(start_agent, cudaprobe: CudaProbe,
+                                                    tmp_path: Path, priorities, want) -> None:
+    # under the agent's old plan the high one was capped at its 30 and the low one told to
+    # yield for as long as the high one held memory; two lows were capped at 30 each
+    agent: AgentProc = start_agent("--no-ebpf")
+    shared = dict(agent.env, GPUWARDEN_NODE_REGION=str(tmp_path / "node.region"))
+    ms, kernel_ms = 4000, 2
+    script = cudaprobe.argv("init", "primary:0", f"alloc:{64 * 2**20}", f"duty:{kernel_ms}:0:{ms}")
+    procs = [agent.run(["--namespace", "demo", "--name", f"w{i}", "--priority", prio,
+                        "--gpucores", "30"], script, env=shared)
+             for i, prio in enumerate(priorities)]
+    a, b = (busy_share(p, ms, kernel_ms) for p in procs)
+    assert want(a, b), (priorities, a, b)
