@@ -101,7 +101,7 @@ void lim_turn_merge(struct lim_turn_member *set, uint32_t *n, uint32_t max,
         set[j].capped = 1;
 }
 
-/* A member's part of the period, out of lim_turn_parts_total (lim_turn_window). */
+/* A member's part of the period, out of the total lim_turn_window divides it by. */
 static uint64_t turn_part(struct lim_turn_member u, uint32_t capped, uint32_t weights)
 {
     if (capped + weights >= 100 || weights == 0)
