@@ -15,6 +15,8 @@ each launch, every few or never, and a launch-bound model whose kernels load laz
 real driver's call costs: what the gate costs it); `--baseline LIB` runs the cold, newcomer and
 alonecost rows with another libvgpu.so too, in the same run, alternating.
 `light` (issue 18: a request service at 30 beside a loop at 70, the H200's `light` shapes).
+`shares` (busy containers whose shares add up to less than, or to, 100: shares as weights under
+`default`, caps under `force`; with `--baseline` side by side).
 `--timeslices 0,2000` runs `priority`, `newcomer` and `light` on a simulated GPU of each time
 slice (GPUWARDEN_SIM_TIMESLICE, µs; 0: kernels in launch order), side by side, and `--switches
 0,50` on one whose every switch between processes costs that much (GPUWARDEN_SIM_SWITCH, µs);
@@ -215,6 +217,38 @@ def light(tmp: Path, ll: Path, gpu: Gpu) -> dict[str, str]:
     return cells
 
 
+# busy containers sharing (1-ms kernels synchronised every 4, 3 s): shares as weights under
+# `default` (docs/compute.md): name -> each container's environment
+SHARES: dict[str, list[dict[str, str]]] = {
+    "two busy at 30 + 30": [{"CUDA_DEVICE_SM_LIMIT": "30"}, {"CUDA_DEVICE_SM_LIMIT": "30"}],
+    "two busy at 20 + 50": [{"CUDA_DEVICE_SM_LIMIT": "20"}, {"CUDA_DEVICE_SM_LIMIT": "50"}],
+    "three busy at 20 + 30 + 30": [{"CUDA_DEVICE_SM_LIMIT": v} for v in ("20", "30", "30")],
+    "two busy at 30 + 70": [{"CUDA_DEVICE_SM_LIMIT": "30"}, {"CUDA_DEVICE_SM_LIMIT": "70"}],
+    "`force` 30 + 30": [{"CUDA_DEVICE_SM_LIMIT": "30", "GPU_CORE_UTILIZATION_POLICY": "force"}] * 2,
+    "high at 40 under `force` + low at 30": [
+        {"CUDA_DEVICE_SM_LIMIT": "40", "CUDA_TASK_PRIORITY": "0",
+         "GPU_CORE_UTILIZATION_POLICY": "force"}, {"CUDA_DEVICE_SM_LIMIT": "30"}],
+}
+
+
+def shares(tmp: Path, ll: Path, baseline: Path | None) -> list[str]:
+    """Busy containers started together: each one's GPU share and their sum, this tree and
+    `baseline` alternated."""
+    libs = [("this tree", None)] + ([(f"`{baseline}`", baseline)] if baseline else [])
+    cells: dict[str, dict[str, str]] = {}
+    for i, (name, members) in enumerate(SHARES.items()):
+        for label, lib in libs:
+            e = env(tmp, f"s{i}-{lib is None}", shim=lib)
+            procs = [loop(ll, e, 1000, 3.0, LAUNCH_LOOP_SYNC="4",
+                          CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"s{i}-{lib is None}-{k}"),
+                          **extra) for k, extra in enumerate(members)]
+            got = [share(p) for p in procs]
+            cells.setdefault(label, {})[name] = (" + ".join(f"{x:.2f}" for x in got)
+                                                 + f" = {sum(got):.2f}")
+    return side_by_side("busy containers sharing (1-ms kernels), GPU share each = sum",
+                        list(cells.items()))
+
+
 # launch-bound and GPU-bound loops alone: (kernel µs, their environment)
 ALONE = (("1-µs kernels, never synchronised", 1, {"LAUNCH_LOOP_SYNC": "0"}),
          ("1-µs kernels, synchronised every 64", 1, {"LAUNCH_LOOP_SYNC": "64"}),
@@ -312,12 +346,12 @@ def command(argv: list[str] | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sections = ("limits", "priority", "newcomer", "light", "alonecost", "cold")
+    sections = ("limits", "priority", "newcomer", "light", "shares", "alonecost", "cold")
     ap.add_argument("--only", default=",".join(sections),
                     help=f"comma list of: {', '.join(sections)}")
     ap.add_argument("--baseline", type=Path, default=None,
-                    help="another libvgpu.so to run the cold, newcomer and alonecost rows with, "
-                    "side by side")
+                    help="another libvgpu.so to run the cold, newcomer, shares and alonecost rows "
+                    "with, side by side")
     ap.add_argument("--timeslices", default=None, metavar="US,...",
                     help="run priority and newcomer on a simulated GPU of each time slice "
                     "(µs; 0: kernels in launch order), side by side (default: the sim's own)")
@@ -374,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
             prio += [""] * bool(prio) + side_by_side(
                 "request service (30) beside a loop (70), `default`", [
                     (g.name, light(tmp, ll, g)) for g in gpus])
+        if "shares" in only:
+            prio += [""] * bool(prio) + shares(tmp, ll, args.baseline)
         if "alonecost" in only:
             prio += [""] * bool(prio) + alonecost(tmp, ll, args.baseline)
         if "cold" in only:
