@@ -101,19 +101,26 @@ void lim_turn_merge(struct lim_turn_member *set, uint32_t *n, uint32_t max,
         set[j].capped = 1;
 }
 
-/* A member's part of the period, out of the total lim_turn_window divides it by. */
-static uint64_t turn_part(struct lim_turn_member u, uint32_t capped, uint32_t weights)
+/* A share's part of the GPU, part / *total, among shares whose caps add up to `caps` and whose
+ * weights to `weights`: under 100 in all, a cap as it is and a weight in proportion of what the
+ * caps leave; caps alone, as they are; from 100 on, every share in proportion.  The one rule
+ * behind lim_turn_window's windows and lim_share_scaled's paces. */
+static uint64_t share_part(uint32_t share, int capped, uint32_t caps, uint32_t weights,
+                           uint64_t *total)
 {
-    if (capped + weights >= 100 || weights == 0)
-        return u.limit_pct;
-    return (uint64_t)u.limit_pct * (u.capped ? weights : 100u - capped);
+    if (caps + weights >= 100 || weights == 0) {
+        *total = caps + weights >= 100 ? caps + weights : 100u;
+        return share;
+    }
+    *total = 100u * weights;
+    return (uint64_t)share * (capped ? weights : 100u - caps);
 }
 
 struct lim_turn lim_turn_window(const struct lim_turn_member *m, uint32_t n, uint64_t me)
 {
     struct lim_turn_member u[LIM_TURN_MAX];
     struct lim_turn t = {0, 0, LIM_TURN_PERIOD_NS};
-    uint64_t total, before = 0, period;
+    uint64_t total, before = 0, mypart, period;
     uint32_t nu = 0, i, mine = LIM_TURN_MAX, cls = 0, capped = 0, weights = 0;
 
     for (i = 0; i < n; i++)
@@ -132,18 +139,14 @@ struct lim_turn lim_turn_window(const struct lim_turn_member *m, uint32_t n, uin
         return t;
     if (cls >= LIM_TURN_CLASSES)
         cls = LIM_TURN_CLASSES - 1;
-    /* in proportion to the shares; under 100, caps as they are and weights fill the rest */
-    total = capped + weights >= 100 ? capped + weights
-            : weights == 0          ? 100u
-                                    : 100u * weights;
     for (i = 0; i < nu; i++)
         if (u[i].id < me)
-            before += turn_part(u[i], capped, weights);
+            before += share_part(u[i].limit_pct, (int)u[i].capped, capped, weights, &total);
+    mypart = share_part(u[mine].limit_pct, (int)u[mine].capped, capped, weights, &total);
     period = LIM_TURN_PERIOD_NS << cls;
     t.period_ns = (uint32_t)period;
     t.off_ns = (uint32_t)(period * before / total);
-    t.len_ns = (uint32_t)(period * (before + turn_part(u[mine], capped, weights)) / total) -
-               t.off_ns;
+    t.len_ns = (uint32_t)(period * (before + mypart) / total) - t.off_ns;
     return t;
 }
 
@@ -415,12 +418,13 @@ uint32_t lim_cost_sample(struct lim_cost_table *t, uint64_t key, uint64_t sample
 
 uint32_t lim_share_scaled(uint32_t share_pct, uint32_t others_pct, uint32_t others_capped_pct)
 {
-    uint32_t weights = share_pct + others_pct - others_capped_pct;
+    uint64_t total, part;
 
     if (share_pct == 0 || share_pct + others_pct >= 100)
-        return share_pct;
-    /* what the caps leave, in proportion to the weights (rounded up) */
-    return (share_pct * (100u - others_capped_pct) + weights - 1u) / weights;
+        return share_pct; /* over 100 the windows hold each one to its part */
+    part = share_part(share_pct, 0, others_capped_pct, share_pct + others_pct - others_capped_pct,
+                      &total);
+    return (uint32_t)((100u * part + total - 1u) / total); /* rounded up */
 }
 
 struct lim_verdict lim_decide(const struct lim_view *v)
@@ -466,9 +470,8 @@ struct lim_verdict lim_decide(const struct lim_view *v)
      * shares; beside highs or light ones alone, a low keeps its share too) */
     if (weight && v->node_known && v->others_paced > 0 && v->others_paced >= v->others_low)
         out.limit_pct = lim_share_scaled(out.limit_pct, v->others_paced_pct,
-                                         v->others_capped_pct);
-    if (out.limit_pct >= 100)
-        out.limit_pct = 0;
+                                         v->others_capped_pct); /* under 100: the others have
+                                                                 * 1 at least each */
     return out;
 }
 
