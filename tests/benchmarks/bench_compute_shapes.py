@@ -47,8 +47,8 @@ sys.path.insert(0, str(HERE))
 from bench_compute import Gpu, _gpu_name  # noqa: E402
 
 LIMITS = (10, 30, 50, 70)
-SECTIONS = ("probe", "shapes", "cold", "trace", "shared", "sharedcold", "newcomer", "priority",
-            "gatewait", "light")
+SECTIONS = ("probe", "shapes", "cold", "trace", "shared", "weights", "sharedcold", "newcomer",
+            "priority", "gatewait", "light")
 
 
 @dataclass(frozen=True)
@@ -629,6 +629,32 @@ def bench_shared(r: Runner, **extra: str) -> dict:
     }
 
 
+WEIGHT_PAIRS = ((30, 30), (20, 50), (30, 70))
+
+
+def bench_weights(r: Runner, out: list[dict] | None = None) -> list[dict]:
+    """Under `default` gpucores is a weight: two busy containers (4096² sync/4, low priority)
+    whose shares sum to less than 100 split the whole GPU in proportion to them (30 + 30: 50 +
+    50), as cpu.weight does.  Alone = one container's unlimited rate in the same run; due = each
+    share over the pair's sum; within target: within 5 points of it, and the GPU not left idle
+    (the pair's sum at least 90)."""
+    out = [] if out is None else out
+    ph = r.phase_s
+    shape = Shape("mm", 4096, sync=4)
+    alone = r.run(shape, f"0:{ph}", r.container())[0]["steps_per_s"]
+    for a, b in WEIGHT_PAIRS:
+        start = time.monotonic() + 15.0
+        pa = r.start(shape, f"-1:{ph}", r.container(CUDA_DEVICE_SM_LIMIT=str(a)), start)
+        pb = r.start(shape, f"-1:{ph}", r.container(CUDA_DEVICE_SM_LIMIT=str(b)), start)
+        got = [round(100 * r.results(p)[0]["steps_per_s"] / alone, 1) for p in (pa, pb)]
+        due = [round(100 * x / (a + b), 1) for x in (a, b)]
+        row = {"shares": [a, b], "pct_of_alone": got, "due": due,
+               "ok": all(abs(g - d) <= 5 for g, d in zip(got, due, strict=True)) and sum(got) >= 90}
+        print(json.dumps(row), flush=True)
+        out.append(row)
+    return out
+
+
 GATE_WAITS = ("sleep", "auto", "yield")
 
 
@@ -940,6 +966,16 @@ def markdown(res: dict) -> str:
                   f"{sh['both_busy']['30']} + {sh['both_busy']['70']}; 30 idle: 70 gets "
                   f"{sh['30_idle']['70']}; 30 resumed: {sh['30_resumed']['30']} + "
                   f"{sh['30_resumed']['70']}.", ""]
+    if res.get("weights"):
+        lines += ["Busy containers under `default` (4096² sync/4), % of one alone: gpucores "
+                  "as weights (due: each share over the pair's sum)", "",
+                  "| gpucores | got | due | within 5 points, GPU ≥ 90 % used |",
+                  "| --- | --- | --- | --- |"]
+        for w in res["weights"]:
+            lines.append(f"| {' + '.join(map(str, w['shares']))} | "
+                         f"{' + '.join(map(str, w['pct_of_alone']))} | "
+                         f"{' + '.join(map(str, w['due']))} | {'✓' if w['ok'] else '✗'} |")
+        lines.append("")
     if res.get("gate_wait"):
         lines += ["| round | gate waits | alone at 70 (force): % of saturated | 30 + 70 both busy, "
                   "% of alone | 30 idle: 70 gets | 30 resumed |", "| --- | --- | --- | --- | --- "
@@ -1126,6 +1162,8 @@ def main(argv: list[str] | None = None) -> int:
                 res["trace"] = bench_trace(r, shapes, limits)
             if "shared" in only:
                 res["shared"] = bench_shared(r)
+            if "weights" in only:
+                bench_weights(r, out=res.setdefault("weights", []))
             if "newcomer" in only:
                 bench_newcomer(r, out=res.setdefault("newcomer", []))
             if "sharedcold" in only:
