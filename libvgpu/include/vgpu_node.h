@@ -37,6 +37,8 @@
                                       * like a high */
 #define VGPU_NODE_FLAG_CAPPED   0x8u /* with LIMITED: its share (turn) is a cap (`force`), not
                                       * a weight (limiter.h, lim_share_scaled) */
+#define VGPU_NODE_FLAG_REST     0x10u /* with LIMITED: a container with no gpucores, its share
+                                       * what the others' leave (limiter.h, lim_rest_share) */
 
 /* 64 bytes */
 struct vgpu_node_slot {

@@ -57,6 +57,7 @@ struct vgpu_cdev {
     uint32_t limit;   /* verdict: pace to this share, 0 not paced (atomic) */
     uint32_t share;   /* verdict: the share it takes turns by, 0 none (lim_verdict; atomic) */
     uint32_t capped;  /* verdict: that share is a cap, not a weight (atomic) */
+    uint32_t rest;    /* verdict: that share is what the others' leave (atomic) */
     uint32_t yield;   /* verdict: wait (atomic) */
     uint32_t forced;  /* the agent's override says yield (atomic) */
     uint32_t nclaim;  /* a low's claiming-high neighbours, slots in claim[] (atomic; ticker) */

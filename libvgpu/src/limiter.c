@@ -99,6 +99,8 @@ void lim_turn_merge(struct lim_turn_member *set, uint32_t *n, uint32_t max,
         set[j].period_class = m.period_class;
     if (m.capped)
         set[j].capped = 1;
+    if (m.rest)
+        set[j].rest = 1;
 }
 
 /* A share's part of the GPU, part / *total, among shares whose caps add up to `caps` and whose
@@ -427,9 +429,16 @@ uint32_t lim_share_scaled(uint32_t share_pct, uint32_t others_pct, uint32_t othe
     return (uint32_t)((100u * part + total - 1u) / total); /* rounded up */
 }
 
+uint32_t lim_rest_share(uint32_t configured_pct, uint32_t others_rest)
+{
+    uint32_t left = configured_pct < 100u ? (100u - configured_pct) / (others_rest + 1u) : 0u;
+
+    return left > LIM_REST_MIN_PCT ? left : LIM_REST_MIN_PCT;
+}
+
 struct lim_verdict lim_decide(const struct lim_view *v)
 {
-    struct lim_verdict out = {0, 0, 0, 0};
+    struct lim_verdict out = {0, 0, 0, 0, 0};
     uint32_t sharing = !v->node_known || v->others_high + v->others_low > 0;
     int weight = 0; /* the share is a weight (`default`), not a cap */
 
@@ -443,12 +452,21 @@ struct lim_verdict lim_decide(const struct lim_view *v)
     default: /* LIM_POLICY_DEFAULT: the seed's semantics */
         if (v->priority == LIM_PRIORITY_LOW && (sharing || (v->light && v->others_light > 0)))
             out.limit_pct = v->limit_pct;
+        /* no gpucores, beside containers paced by theirs: what those leave */
+        if (v->priority == LIM_PRIORITY_LOW && (v->limit_pct == 0 || v->limit_pct >= 100) &&
+            v->node_known && v->others_paced > v->others_rest) {
+            out.limit_pct = lim_rest_share(v->others_paced_pct - v->others_rest_pct,
+                                           v->others_rest);
+            out.rest = 1;
+        }
         weight = 1;
         /* a light neighbour claims like a high one; light ones do not yield to each other */
         out.yield = v->priority == LIM_PRIORITY_LOW &&
                     (v->others_high > 0 || (!v->light && v->others_light > 0));
         break;
     }
+    if (v->agent_limit_pct != 0)
+        out.rest = 0;
     if (v->agent_limit_pct == LIM_AGENT_UNLIMITED) {
         out.limit_pct = 0;
     } else if (v->agent_limit_pct >= 1 && v->agent_limit_pct <= 100) {

@@ -82,6 +82,8 @@ struct lim_turn_member {
     uint32_t limit_pct;    /* 1..99 */
     uint32_t period_class; /* lim_turn_class of its longest kernels */
     uint32_t capped;       /* its share is a cap (`force`), not a weight */
+    uint32_t rest;         /* it has no gpucores: its share is what the others' leave
+                            * (lim_rest_share) */
 };
 
 struct lim_turn {
@@ -320,6 +322,8 @@ struct lim_view {
                                * (the turns' other members: not light, not yielding) */
     uint32_t others_paced_pct; /* ... the sum of their shares */
     uint32_t others_capped_pct; /* ... of which caps (lim_turn_member.capped) */
+    uint32_t others_rest;     /* ... how many of them have no gpucores (lim_turn_member.rest) */
+    uint32_t others_rest_pct; /* ... the sum of their shares */
 };
 
 struct lim_verdict {
@@ -329,6 +333,7 @@ struct lim_verdict {
                          * gpucores (or the agent's limit), which limit_pct scales up under
                          * `default` when the members' shares add up to less than 100 */
     uint32_t capped;    /* share_pct is a cap (`force`), not a weight (`default`) */
+    uint32_t rest;      /* share_pct is what the others' shares leave (lim_rest_share) */
 };
 
 struct lim_verdict lim_decide(const struct lim_view *v);
@@ -343,6 +348,17 @@ struct lim_verdict lim_decide(const struct lim_view *v);
  * shares add up to `others_pct`, `others_capped_pct` of it caps (rounded up; from 100 on, not
  * held). */
 uint32_t lim_share_scaled(uint32_t share_pct, uint32_t others_pct, uint32_t others_capped_pct);
+
+/* A low container with no gpucores (or 100) under `default`, beside containers paced by their
+ * shares, takes turns with them by what their shares leave, split evenly with the other such
+ * containers there, as cgroups give a group with no weight of its own what the weighted ones do
+ * not take.  Before, it was not paced at all and time-sliced with them: a 30 % loop of 1-ms
+ * kernels got 0.18-0.19 of the simulated GPU beside it (0.80), not the share it is guaranteed.
+ * Its share beside paced containers whose own (configured) shares add up to `configured_pct`
+ * and `others_rest` other containers with none; LIM_REST_MIN_PCT at least (beside shares of 100
+ * and more it still takes turns, with a short window, rather than none). */
+#define LIM_REST_MIN_PCT 5u
+uint32_t lim_rest_share(uint32_t configured_pct, uint32_t others_rest);
 
 /* ---- light containers: what a paced container leaves unused goes to the others -------------
  * Under `default`, gpucores is a guarantee, not a cap, but turns hold every member to its window

@@ -267,7 +267,8 @@ uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16
         uint32_t turn = LD(&s->turn);
         uint32_t flags = LD(&s->flags);
         struct lim_turn_member m = {cid, VGPU_NODE_TURN_PCT(turn), VGPU_NODE_TURN_CLASS(turn),
-                                    (flags & VGPU_NODE_FLAG_CAPPED) ? 1u : 0u};
+                                    (flags & VGPU_NODE_FLAG_CAPPED) ? 1u : 0u,
+                                    (flags & VGPU_NODE_FLAG_REST) ? 1u : 0u};
 
         if (cid == 0 || !fresh(LD(&s->active_ns), now_ns, VGPU_NODE_ACTIVE_NS) ||
             (flags & mask) != VGPU_NODE_FLAG_LIMITED)

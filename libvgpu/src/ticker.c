@@ -40,6 +40,7 @@ static uint64_t turn_of(const struct vgpu_cdev *c, struct lim_turn_member *m, ui
     m[n].limit_pct = share;
     m[n].period_class = turn_class(c, share);
     m[n].capped = LD(&c->capped);
+    m[n].rest = LD(&c->rest);
     return vgpu_turn_pack(lim_turn_window(m, n + 1, vgpu_cs.container_id));
 }
 
@@ -268,7 +269,8 @@ void vgpu_tick(uint64_t now)
                                (LD(&c->share) ? VGPU_NODE_FLAG_LIMITED : 0u) |
                                    (LD(&c->yield) ? VGPU_NODE_FLAG_YIELDING : 0u) |
                                    (LD(&c->light) ? VGPU_NODE_FLAG_LIGHT : 0u) |
-                                   (LD(&c->capped) ? VGPU_NODE_FLAG_CAPPED : 0u),
+                                   (LD(&c->capped) ? VGPU_NODE_FLAG_CAPPED : 0u) |
+                                   (LD(&c->rest) ? VGPU_NODE_FLAG_REST : 0u),
                                VGPU_NODE_TURN(LD(&c->share),
                                               turn_class(c, LD(&c->share)))) != 0) {
                 c->node_slot = vgpu_node_claim(vgpu_cs.node, &vgpu_cs.me, c->uuid, now);
@@ -294,23 +296,29 @@ void vgpu_tick(uint64_t now)
                                                         vgpu_cs.container_id, now, 1, members,
                                                         LIM_TURN_MAX - 1)
                                       : 0u;
-        v.others_paced_pct = v.others_capped_pct = 0;
+        v.others_paced_pct = v.others_capped_pct = v.others_rest = v.others_rest_pct = 0;
         for (uint32_t i = 0; i < v.others_paced; i++) {
             v.others_paced_pct += members[i].limit_pct;
             v.others_capped_pct += members[i].capped ? members[i].limit_pct : 0u;
+            v.others_rest += members[i].rest;
+            v.others_rest_pct += members[i].rest ? members[i].limit_pct : 0u;
         }
         r = lim_decide(&v);
         if (r.limit_pct != LD(&c->limit) || r.yield != LD(&c->yield) ||
             r.share_pct != LD(&c->share))
             vgpu_log(VGPU_LOG_INFO, "compute: device %d: %s, others active: %u high %u low %u "
-                     "light (%u present, %u paced at %u %%)%s -> %s%u%% (share %u %%)%s", d,
+                     "light (%u present, %u paced at %u %%)%s -> %s%u%% (share %u %%%s)%s", d,
                      v.node_known ? "node region" : "no node region", census.high, census.low,
                      census.light, census.present, v.others_paced, v.others_paced_pct,
                      v.light ? ", light" : "", r.limit_pct ? "paced to " : "not paced ",
-                     r.limit_pct, r.share_pct, r.yield ? ", yielding" : "");
+                     r.limit_pct, r.share_pct, r.rest ? ": what the others' leave" : "",
+                     r.yield ? ", yielding" : "");
         ST(&c->limit, r.limit_pct);
         ST(&c->share, r.share_pct);
         ST(&c->capped, r.capped);
+        ST(&c->rest, r.rest);
+        if (r.limit_pct)
+            may_pace = 1;
         ST(&c->yield, r.yield);
         ST(&c->forced, v.agent_yield == LIM_AGENT_YIELD ? 1u : 0u);
         {

@@ -228,6 +228,13 @@ SHARES: dict[str, list[dict[str, str]]] = {
     "high at 40 under `force` + low at 30": [
         {"CUDA_DEVICE_SM_LIMIT": "40", "CUDA_TASK_PRIORITY": "0",
          "GPU_CORE_UTILIZATION_POLICY": "force"}, {"CUDA_DEVICE_SM_LIMIT": "30"}],
+    # a container with no gpucores takes what the shares leave (lim_rest_share)
+    "30 + one with no gpucores": [{"CUDA_DEVICE_SM_LIMIT": "30"}, {}],
+    "30 + two with no gpucores": [{"CUDA_DEVICE_SM_LIMIT": "30"}, {}, {}],
+    "30 + 70 + one with no gpucores": [{"CUDA_DEVICE_SM_LIMIT": "30"},
+                                       {"CUDA_DEVICE_SM_LIMIT": "70"}, {}],
+    "capped 30 (`force`) + one with no gpucores": [
+        {"CUDA_DEVICE_SM_LIMIT": "30", "GPU_CORE_UTILIZATION_POLICY": "force"}, {}],
 }
 
 

@@ -151,8 +151,10 @@ static int cmd_decide(void)
 {
     static const uint32_t limits[] = {0, 30, 100};
     static const uint32_t agent_limits[] = {0, 20, LIM_AGENT_UNLIMITED};
-    /* other paced members: none, one weighted at 20, one at 70, one capped at 40 */
-    static const uint32_t paced_pcts[] = {0, 20, 70, 40}, capped_pcts[] = {0, 0, 0, 40};
+    /* other paced members: none, one weighted at 20, one at 70, one capped at 40, one with no
+     * gpucores taking the 70 that a 30 leaves */
+    static const uint32_t paced_pcts[] = {0, 20, 70, 40, 70}, capped_pcts[] = {0, 0, 0, 40, 0},
+                          rest_pcts[] = {0, 0, 0, 0, 70};
     uint32_t po, pr, li, al, ay, nk, oh, ol, me, ot, pm;
 
     for (po = 0; po < 3; po++)
@@ -165,21 +167,23 @@ static int cmd_decide(void)
                                 for (ol = 0; ol < 2; ol++)
                                     for (me = 0; me < 2; me++)
                                         for (ot = 0; ot < 2; ot++)
-                                            for (pm = 0; pm < (ol ? 4u : 1u); pm++) {
+                                            for (pm = 0; pm < (ol ? 5u : 1u); pm++) {
                                                 /* a paced member is an active low too */
                                                 struct lim_view v = {po, pr, limits[li],
                                                                      agent_limits[al], ay, nk,
                                                                      oh, ol, me, ot, pm ? 1u : 0u,
                                                                      paced_pcts[pm],
-                                                                     capped_pcts[pm]};
+                                                                     capped_pcts[pm],
+                                                                     rest_pcts[pm] ? 1u : 0u,
+                                                                     rest_pcts[pm]};
                                                 struct lim_verdict r = lim_decide(&v);
                                                 printf("%u %u %u %u %u %u %u %u %u %u %u %u %u "
-                                                       "-> %u %u %u %u\n",
+                                                       "%u -> %u %u %u %u %u\n",
                                                        po, pr, limits[li], agent_limits[al], ay,
                                                        nk, oh, ol, me, ot, v.others_paced,
                                                        v.others_paced_pct, v.others_capped_pct,
-                                                       r.limit_pct, r.yield, r.share_pct,
-                                                       r.capped);
+                                                       v.others_rest_pct, r.limit_pct, r.yield,
+                                                       r.share_pct, r.capped, r.rest);
                                             }
     return 0;
 }

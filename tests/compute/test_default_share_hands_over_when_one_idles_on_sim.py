@@ -35,14 +35,14 @@ def idle_gaps(times: list[int], min_ns: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in itertools.pairwise(times) if b - a > min_ns]
 
 
-def handover(loop, gpu_env: dict[str, str], tmp: Path) -> dict[str, float]:
+def handover(loop, gpu_env: dict[str, str], tmp: Path, other: dict[str, str]) -> dict[str, float]:
     """One run: the measures of the 30 one's first idle period with both busy around it."""
     times = {name: tmp / f"{name}.times" for name in ("a", "b")}
     a = loop.start(gpu_env, "kernel", 1000, 5.2, CUDA_DEVICE_SM_LIMIT="30",
                    LAUNCH_LOOP_SYNC="300", LAUNCH_LOOP_IDLE_US="1000000",
                    CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / "a.region"),
                    LAUNCH_LOOP_TIMES=str(times["a"]))
-    b = loop.start(gpu_env, "kernel", 1000, 5.6, CUDA_DEVICE_SM_LIMIT="70",
+    b = loop.start(gpu_env, "kernel", 1000, 5.6, **other,
                    CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / "b.region"),
                    LAUNCH_LOOP_TIMES=str(times["b"]))
     loop.result(a)
@@ -81,12 +81,15 @@ def handover(loop, gpu_env: dict[str, str], tmp: Path) -> dict[str, float]:
 
 
 @pytest.mark.slow
-def test_the_70_container_takes_the_gpu_while_the_30_idles_and_gives_it_back(
-        loop, make_sim_gpu, tmp_path) -> None:
+@pytest.mark.parametrize("other", [{"CUDA_DEVICE_SM_LIMIT": "70"}, {}],
+                         ids=["at 70", "with no gpucores"])
+def test_the_other_container_takes_the_gpu_while_the_30_idles_and_gives_it_back(
+        loop, make_sim_gpu, tmp_path, other: dict[str, str]) -> None:
+    # with no gpucores, the other one's share is what the 30 one leaves (lim_rest_share)
     runs = []
     for i in range(ROUNDS):
         (tmp_path / str(i)).mkdir()
-        runs.append(handover(loop.fresh(str(i)), make_sim_gpu().env, tmp_path / str(i)))
+        runs.append(handover(loop.fresh(str(i)), make_sim_gpu().env, tmp_path / str(i), other))
     m = medians(runs)
     detail = {key: [round(run[key], 3) for run in runs] for key in m}
     print(detail)

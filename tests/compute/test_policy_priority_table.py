@@ -27,10 +27,12 @@ class Row(NamedTuple):
     others_paced: int
     others_paced_pct: int
     others_capped_pct: int
+    others_rest_pct: int
     out_limit: int
     out_yield: int
     out_share: int
     out_capped: int
+    out_rest: int
 
     @property
     def alone(self) -> bool:
@@ -48,8 +50,9 @@ def rows(limiter_driver) -> list[Row]:
     for line in limiter_driver.run("decide").splitlines():
         left, right = line.split("->")
         out.append(Row(*map(int, left.split()), *map(int, right.split())))
-    # other paced members (none, one at 20, one at 70, one capped at 40) only beside an active low
-    assert len(out) == 3 * 2 * 3 * 3 * 3 * 2 * 2 * (1 + 4) * 2 * 2
+    # other paced members (none, one at 20, one at 70, one capped at 40, one with no gpucores at
+    # the 70 a 30 leaves) only beside an active low
+    assert len(out) == 3 * 2 * 3 * 3 * 3 * 2 * 2 * (1 + 5) * 2 * 2
     return out
 
 
@@ -79,7 +82,7 @@ def test_paced_lows_split_what_their_shares_leave_in_proportion(rows: list[Row])
     seen = set()
     for r in rows:
         if (r.policy == DEFAULT and r.priority == LOW and r.no_agent and r.node_known and
-                r.others_paced and r.out_share):
+                r.others_paced and r.out_share and not r.out_rest):
             total = r.limit + r.others_paced_pct
             weights = total - r.others_capped_pct
             left = 100 - r.others_capped_pct
@@ -87,6 +90,35 @@ def test_paced_lows_split_what_their_shares_leave_in_proportion(rows: list[Row])
             assert (r.out_limit, r.out_share, r.out_capped) == (held(want), held(r.limit), 0), r
             seen.add((r.limit, r.others_paced_pct, r.out_limit))
     assert seen == {(30, 20, 60), (30, 70, 30), (30, 40, 60)}
+
+
+def test_no_gpucores_beside_paced_ones_takes_what_their_shares_leave(rows: list[Row]) -> None:
+    # a `default` low with no gpucores (or 100) beside containers paced by theirs takes turns by
+    # what those leave (lim_rest_share): beside a 20, 80; a 70, 30; a capped 40, 60; beside only
+    # another such container, nothing to take turns with: not paced.  The agent's limit, where it
+    # writes one, replaces it
+    seen = set()
+    for r in rows:
+        if not (r.policy == DEFAULT and r.priority == LOW and r.node_known and r.others_paced
+                and r.limit in (0, 100)):
+            continue
+        if not r.no_agent and r.agent_limit:
+            assert r.out_rest == 0, r
+            continue
+        configured = r.others_paced_pct - r.others_rest_pct
+        want = max(5, 100 - configured) if configured else 0
+        assert (r.out_limit, r.out_share, r.out_rest, r.out_capped) == (
+            want, want, 1 if want else 0, 0), r
+        seen.add((r.others_paced_pct, r.others_rest_pct, r.out_limit))
+    assert seen == {(20, 0, 80), (70, 0, 30), (40, 0, 60), (70, 70, 0)}
+
+
+def test_rest_is_one_rule_under_every_other_view(rows: list[Row]) -> None:
+    # only a `default` low with no gpucores of its own takes the rest
+    for r in rows:
+        if r.out_rest:
+            assert (r.policy, r.priority, r.limit in (0, 100), r.agent_limit) == (
+                DEFAULT, LOW, True, 0), r
 
 
 def test_caps_are_published_as_caps(rows: list[Row]) -> None:
