@@ -629,25 +629,26 @@ def bench_shared(r: Runner, **extra: str) -> dict:
     }
 
 
-WEIGHT_PAIRS = ((30, 30), (20, 50), (30, 70))
+WEIGHT_PAIRS = ((30, 30), (20, 50), (30, 70), (30, 0))  # 0: no gpucores
 
 
 def bench_weights(r: Runner, out: list[dict] | None = None) -> list[dict]:
     """Under `default` gpucores is a weight: two busy containers (4096² sync/4, low priority)
     whose shares sum to less than 100 split the whole GPU in proportion to them (30 + 30: 50 +
     50), as cpu.weight does.  Alone = one container's unlimited rate in the same run; due = each
-    share over the pair's sum; within target: within 5 points of it, and the GPU not left idle
-    (the pair's sum at least 90)."""
+    share over the pair's sum (a container with no gpucores is due what the other's share
+    leaves); within target: within 5 points of it, and the GPU not left idle (the pair's sum at
+    least 90)."""
     out = [] if out is None else out
     ph = r.phase_s
     shape = Shape("mm", 4096, sync=4)
     alone = r.run(shape, f"0:{ph}", r.container())[0]["steps_per_s"]
     for a, b in WEIGHT_PAIRS:
         start = time.monotonic() + 15.0
-        pa = r.start(shape, f"-1:{ph}", r.container(CUDA_DEVICE_SM_LIMIT=str(a)), start)
-        pb = r.start(shape, f"-1:{ph}", r.container(CUDA_DEVICE_SM_LIMIT=str(b)), start)
+        pa, pb = (r.start(shape, f"-1:{ph}", r.container(
+            **({"CUDA_DEVICE_SM_LIMIT": str(x)} if x else {})), start) for x in (a, b))
         got = [round(100 * r.results(p)[0]["steps_per_s"] / alone, 1) for p in (pa, pb)]
-        due = [round(100 * x / (a + b), 1) for x in (a, b)]
+        due = [round(100 * x / (a + b), 1) for x in (a, b)] if b else [a, 100 - a]
         row = {"shares": [a, b], "pct_of_alone": got, "due": due,
                "ok": all(abs(g - d) <= 5 for g, d in zip(got, due, strict=True)) and sum(got) >= 90}
         print(json.dumps(row), flush=True)
@@ -972,7 +973,7 @@ def markdown(res: dict) -> str:
                   "| gpucores | got | due | within 5 points, GPU ≥ 90 % used |",
                   "| --- | --- | --- | --- |"]
         for w in res["weights"]:
-            lines.append(f"| {' + '.join(map(str, w['shares']))} | "
+            lines.append(f"| {' + '.join(str(x or 'none') for x in w['shares'])} | "
                          f"{' + '.join(map(str, w['pct_of_alone']))} | "
                          f"{' + '.join(map(str, w['due']))} | {'✓' if w['ok'] else '✗'} |")
         lines.append("")
