@@ -454,10 +454,14 @@ struct lim_verdict lim_decide(const struct lim_view *v)
             out.limit_pct = v->limit_pct;
         /* no gpucores, beside containers paced by theirs: what those leave */
         if (v->priority == LIM_PRIORITY_LOW && (v->limit_pct == 0 || v->limit_pct >= 100) &&
-            v->node_known && v->others_paced > v->others_rest) {
-            out.limit_pct = lim_rest_share(v->others_paced_pct - v->others_rest_pct,
-                                           v->others_rest);
-            out.rest = 1;
+            v->node_known) {
+            out.limit_pct = 0;
+            if (v->others_paced > v->others_rest)
+                out.limit_pct = lim_rest_share(v->others_paced_pct - v->others_rest_pct,
+                                               v->others_rest);
+            else if (v->light && v->others_low > 0) /* they wait for its claims */
+                out.limit_pct = v->rest_pct;
+            out.rest = out.limit_pct != 0;
         }
         weight = 1;
         /* a light neighbour claims like a high one; light ones do not yield to each other */

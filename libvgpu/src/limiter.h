@@ -324,6 +324,8 @@ struct lim_view {
     uint32_t others_capped_pct; /* ... of which caps (lim_turn_member.capped) */
     uint32_t others_rest;     /* ... how many of them have no gpucores (lim_turn_member.rest) */
     uint32_t others_rest_pct; /* ... the sum of their shares */
+    uint32_t rest_pct;        /* the share this one took as what the others' leave last tick
+                               * (lim_verdict.rest), 0 none */
 };
 
 struct lim_verdict {
@@ -356,7 +358,10 @@ uint32_t lim_share_scaled(uint32_t share_pct, uint32_t others_pct, uint32_t othe
  * kernels got 0.18-0.19 of the simulated GPU beside it (0.80), not the share it is guaranteed.
  * Its share beside paced containers whose own (configured) shares add up to `configured_pct`
  * and `others_rest` other containers with none; LIM_REST_MIN_PCT at least (beside shares of 100
- * and more it still takes turns, with a short window, rather than none). */
+ * and more it still takes turns, with a short window, rather than none).  Found light, it keeps
+ * that share while other lows are active: they wait for its claims and so leave the turns (a
+ * service with no gpucores beside a busy 30 % loop went light and unpaced in turn every tick,
+ * and got 0.18 of the simulated GPU, 0.23 alone, with the loop held to its 30). */
 #define LIM_REST_MIN_PCT 5u
 uint32_t lim_rest_share(uint32_t configured_pct, uint32_t others_rest);
 

@@ -303,6 +303,7 @@ void vgpu_tick(uint64_t now)
             v.others_rest += members[i].rest;
             v.others_rest_pct += members[i].rest ? members[i].limit_pct : 0u;
         }
+        v.rest_pct = LD(&c->rest) ? LD(&c->share) : 0u;
         r = lim_decide(&v);
         if (r.limit_pct != LD(&c->limit) || r.yield != LD(&c->yield) ||
             r.share_pct != LD(&c->share))

@@ -152,7 +152,8 @@ static int cmd_decide(void)
     static const uint32_t limits[] = {0, 30, 100};
     static const uint32_t agent_limits[] = {0, 20, LIM_AGENT_UNLIMITED};
     /* other paced members: none, one weighted at 20, one at 70, one capped at 40, one with no
-     * gpucores taking the 70 that a 30 leaves */
+     * gpucores taking the 70 that a 30 leaves; and the share this one took last tick as what the
+     * others leave (lim_rest_share), 50 */
     static const uint32_t paced_pcts[] = {0, 20, 70, 40, 70}, capped_pcts[] = {0, 0, 0, 40, 0},
                           rest_pcts[] = {0, 0, 0, 0, 70};
     uint32_t po, pr, li, al, ay, nk, oh, ol, me, ot, pm;
@@ -175,14 +176,15 @@ static int cmd_decide(void)
                                                                      paced_pcts[pm],
                                                                      capped_pcts[pm],
                                                                      rest_pcts[pm] ? 1u : 0u,
-                                                                     rest_pcts[pm]};
+                                                                     rest_pcts[pm], 50u};
                                                 struct lim_verdict r = lim_decide(&v);
                                                 printf("%u %u %u %u %u %u %u %u %u %u %u %u %u "
-                                                       "%u -> %u %u %u %u %u\n",
+                                                       "%u %u -> %u %u %u %u %u\n",
                                                        po, pr, limits[li], agent_limits[al], ay,
                                                        nk, oh, ol, me, ot, v.others_paced,
                                                        v.others_paced_pct, v.others_capped_pct,
-                                                       v.others_rest_pct, r.limit_pct, r.yield,
+                                                       v.others_rest_pct, v.rest_pct,
+                                                       r.limit_pct, r.yield,
                                                        r.share_pct, r.capped, r.rest);
                                             }
     return 0;

@@ -173,6 +173,36 @@ def test_a_light_service_keeps_its_speed_and_its_neighbour_takes_the_rest(
 
 
 @pytest.mark.slow
+def test_a_service_with_no_gpucores_is_light_beside_a_paced_loop(loop, make_sim_gpu,
+                                                                  tmp_path: Path) -> None:
+    # a request service with no gpucores beside a busy 30 % loop takes turns by what the loop's
+    # share leaves (70, lim_rest_share), uses a fraction of it and is found light; light, it keeps
+    # that share while the loop waits for its claims.  It lost it at once (the yielding loop is
+    # no paced member): light and unpaced in turn every tick, it got 0.18 of the GPU for 0.23
+    # alone, and before it took turns at all the loop was held to its 30 (0.30) beside it
+    runs = []
+    for i in range(ROUNDS):
+        run, gpu = loop.fresh(str(i)), make_sim_gpu().env
+        svc = {"LAUNCH_LOOP_SYNC": "8", "LAUNCH_LOOP_IDLE_US": "5000"}
+        alone = float(run.run(gpu, "kernel", 200, 2.0, **svc,
+                              CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"alone-{i}"))[
+            "share"])
+        service = run.start(gpu, "kernel", 200, 3.0, **svc, LIBCUDA_LOG_LEVEL="3",
+                            CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"service-{i}"))
+        busy = run.start(gpu, "kernel", 200, 3.0, CUDA_DEVICE_SM_LIMIT="30",
+                         LAUNCH_LOOP_SYNC="4",
+                         CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"busy-{i}"))
+        rs, rb = run.result(service), run.result(busy)
+        assert "(share 70 %: what the others' leave)" in str(rs["stderr"]), rs["stderr"]
+        assert "light (claims the GPU while busy" in str(rs["stderr"]), rs["stderr"]
+        runs.append({"alone": alone, "service": float(rs["share"]), "busy": float(rb["share"])})
+    m = medians(runs)
+    detail = {key: [round(run[key], 3) for run in runs] for key in runs[0]}
+    assert m["service"] >= 0.9 * m["alone"], detail
+    assert m["busy"] >= 0.6, detail
+
+
+@pytest.mark.slow
 def test_busy_members_of_the_turns_are_never_found_light(loop, make_sim_gpu,
                                                          tmp_path: Path) -> None:
     # two busy loops at 30 + 70 use their shares and wait in the gate for the rest: never idle.

@@ -28,6 +28,7 @@ class Row(NamedTuple):
     others_paced_pct: int
     others_capped_pct: int
     others_rest_pct: int
+    rest_pct: int
     out_limit: int
     out_yield: int
     out_share: int
@@ -71,7 +72,8 @@ def test_low_priority_sharing_is_held_to_gpucores(rows: list[Row]) -> None:
     for r in rows:
         if (r.policy == DEFAULT and r.priority == LOW and r.no_agent and
                 (r.others_high or r.others_low or not r.node_known) and
-                not (r.node_known and r.others_paced)):
+                not (r.node_known and r.others_paced) and not r.out_rest):
+            # (what one with no gpucores takes: test_no_gpucores_beside_paced_ones_...)
             assert r.out_limit == held(r.limit), r
 
 
@@ -95,22 +97,25 @@ def test_paced_lows_split_what_their_shares_leave_in_proportion(rows: list[Row])
 def test_no_gpucores_beside_paced_ones_takes_what_their_shares_leave(rows: list[Row]) -> None:
     # a `default` low with no gpucores (or 100) beside containers paced by theirs takes turns by
     # what those leave (lim_rest_share): beside a 20, 80; a 70, 30; a capped 40, 60; beside only
-    # another such container, nothing to take turns with: not paced.  The agent's limit, where it
-    # writes one, replaces it
+    # another such container, nothing to take turns with: not paced.  Found light, it keeps the
+    # share it took (50 in the table) while other lows are active (they wait for its claims and
+    # leave the turns).  The agent's limit, where it writes one, replaces it
     seen = set()
     for r in rows:
-        if not (r.policy == DEFAULT and r.priority == LOW and r.node_known and r.others_paced
+        if not (r.policy == DEFAULT and r.priority == LOW and r.node_known
                 and r.limit in (0, 100)):
             continue
         if not r.no_agent and r.agent_limit:
             assert r.out_rest == 0, r
             continue
         configured = r.others_paced_pct - r.others_rest_pct
-        want = max(5, 100 - configured) if configured else 0
+        want = (max(5, 100 - configured) if configured
+                else r.rest_pct if r.light and r.others_low else 0)
         assert (r.out_limit, r.out_share, r.out_rest, r.out_capped) == (
             want, want, 1 if want else 0, 0), r
-        seen.add((r.others_paced_pct, r.others_rest_pct, r.out_limit))
-    assert seen == {(20, 0, 80), (70, 0, 30), (40, 0, 60), (70, 70, 0)}
+        seen.add((r.others_paced_pct, r.others_rest_pct, r.light, r.out_limit))
+    assert seen >= {(20, 0, 0, 80), (70, 0, 0, 30), (40, 0, 0, 60), (70, 70, 0, 0),
+                    (70, 70, 1, 50), (0, 0, 1, 50), (0, 0, 0, 0)}, seen
 
 
 def test_rest_is_one_rule_under_every_other_view(rows: list[Row]) -> None:
@@ -163,7 +168,7 @@ def test_under_default_a_busy_light_neighbour_claims_like_a_high_one(rows: list[
 def test_a_light_container_is_held_to_its_share_beside_whoever_is_busy(rows: list[Row]) -> None:
     for r in rows:
         if (r.policy == DEFAULT and r.priority == LOW and r.no_agent and r.light and
-                not r.alone and not r.others_paced):
+                not r.alone and not r.others_paced and not r.out_rest):
             assert r.out_limit == held(r.limit), r
 
 
