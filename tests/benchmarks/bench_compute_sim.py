@@ -214,6 +214,16 @@ def light(tmp: Path, ll: Path, gpu: Gpu) -> dict[str, str]:
               "loop, % of alone (the service's busy share alone)"] = (
             f"{100 * s['share'] / alone['share']:.1f} / {100 * b['share'] / loop_alone:.1f} "
             f"({100 * alone['share']:.1f} %)")
+    # the service with no gpucores (it takes what the loop's share leaves, lim_rest_share) beside
+    # the loop at 30
+    svc = {"LAUNCH_LOOP_SYNC": "8", "LAUNCH_LOOP_IDLE_US": "5000"}
+    busy30 = dict(busy, CUDA_DEVICE_SM_LIMIT="30")
+    alone = fields(loop(ll, env(tmp, "l-none", gpu=gpu), 200, 4.0, **svc))
+    s, b = pair(tmp, ll, gpu, "l2-none", (200, svc), (200, busy30))
+    cells["service of 8 × 200-µs kernels, idle 5 ms, no gpucores, beside the loop at 30: "
+          "service % of alone / loop's GPU share"] = (
+        f"{100 * s['share'] / alone['share']:.1f} / {b['share']:.2f} "
+        f"({100 * alone['share']:.1f} %)")
     return cells
 
 
