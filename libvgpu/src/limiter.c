@@ -457,8 +457,9 @@ struct lim_verdict lim_decide(const struct lim_view *v)
             v->node_known) {
             out.limit_pct = 0;
             if (v->others_paced > v->others_rest)
-                out.limit_pct = lim_rest_share(v->others_paced_pct - v->others_rest_pct,
-                                               v->others_rest);
+                out.limit_pct = lim_rest_share(v->others_paced_pct - v->others_rest_pct +
+                                                   v->others_light_pct,
+                                               v->others_rest + v->others_light_rest);
             else if (v->light && v->others_low > 0) /* they wait for its claims */
                 out.limit_pct = v->rest_pct;
             out.rest = out.limit_pct != 0;

@@ -326,6 +326,9 @@ struct lim_view {
     uint32_t others_rest_pct; /* ... the sum of their shares */
     uint32_t rest_pct;        /* the share this one took as what the others' leave last tick
                                * (lim_verdict.rest), 0 none */
+    uint32_t others_light_pct;  /* other light containers active on the device (out of the
+                                 * turns): the sum of their configured shares */
+    uint32_t others_light_rest; /* ... how many of them have no gpucores */
 };
 
 struct lim_verdict {

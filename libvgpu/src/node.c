@@ -253,13 +253,13 @@ void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
     }
 }
 
-uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16],
-                         uint64_t my_container, uint64_t now_ns, int yielding,
-                         struct lim_turn_member *out, uint32_t max)
+/* The other containers on `uuid` active at `now_ns` whose flags under `mask` are `want`, as
+ * turn members, one per container. */
+static uint32_t members(const struct vgpu_node_region *r, const uint8_t uuid[16],
+                        uint64_t my_container, uint64_t now_ns, uint32_t mask, uint32_t want,
+                        struct lim_turn_member *out, uint32_t max)
 {
     uint32_t i, n = 0;
-    uint32_t mask = VGPU_NODE_FLAG_LIMITED | VGPU_NODE_FLAG_LIGHT |
-                    (yielding ? 0u : VGPU_NODE_FLAG_YIELDING);
 
     for (i = 0; i < VGPU_NODE_SLOTS; i++) {
         const struct vgpu_node_slot *s = &r->slots[i];
@@ -271,9 +271,27 @@ uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16
                                     (flags & VGPU_NODE_FLAG_REST) ? 1u : 0u};
 
         if (cid == 0 || !fresh(LD(&s->active_ns), now_ns, VGPU_NODE_ACTIVE_NS) ||
-            (flags & mask) != VGPU_NODE_FLAG_LIMITED)
+            (flags & mask) != want)
             continue;
         lim_turn_merge(out, &n, max, m); /* a container's processes count once */
     }
     return n;
+}
+
+uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16],
+                         uint64_t my_container, uint64_t now_ns, int yielding,
+                         struct lim_turn_member *out, uint32_t max)
+{
+    return members(r, uuid, my_container, now_ns,
+                   VGPU_NODE_FLAG_LIMITED | VGPU_NODE_FLAG_LIGHT |
+                       (yielding ? 0u : VGPU_NODE_FLAG_YIELDING),
+                   VGPU_NODE_FLAG_LIMITED, out, max);
+}
+
+uint32_t vgpu_node_lights(const struct vgpu_node_region *r, const uint8_t uuid[16],
+                          uint64_t my_container, uint64_t now_ns, struct lim_turn_member *out,
+                          uint32_t max)
+{
+    return members(r, uuid, my_container, now_ns, VGPU_NODE_FLAG_LIMITED | VGPU_NODE_FLAG_LIGHT,
+                   VGPU_NODE_FLAG_LIMITED | VGPU_NODE_FLAG_LIGHT, out, max);
 }

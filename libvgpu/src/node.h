@@ -104,4 +104,12 @@ uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16
                          uint64_t my_container, uint64_t now_ns, int yielding,
                          struct lim_turn_member *out, uint32_t max);
 
+/* The other light containers on `uuid` active at `now_ns` (LIMITED and LIGHT: out of the turns,
+ * claiming while busy), one per container, as vgpu_node_paced stores them: what one with no
+ * gpucores leaves to them (lim_rest_share) counts their shares, or, with none of their own, them
+ * among those that split the rest. */
+uint32_t vgpu_node_lights(const struct vgpu_node_region *r, const uint8_t uuid[16],
+                          uint64_t my_container, uint64_t now_ns, struct lim_turn_member *out,
+                          uint32_t max);
+
 #endif

@@ -304,6 +304,15 @@ void vgpu_tick(uint64_t now)
             v.others_rest_pct += members[i].rest ? members[i].limit_pct : 0u;
         }
         v.rest_pct = LD(&c->rest) ? LD(&c->share) : 0u;
+        v.others_light_pct = v.others_light_rest = 0;
+        if (v.node_known) { /* the light ones, out of the turns: what the rest leaves them */
+            uint32_t n = vgpu_node_lights(vgpu_cs.node, c->uuid, vgpu_cs.container_id, now,
+                                          members, LIM_TURN_MAX - 1);
+            for (uint32_t i = 0; i < n; i++) {
+                v.others_light_pct += members[i].rest ? 0u : members[i].limit_pct;
+                v.others_light_rest += members[i].rest;
+            }
+        }
         r = lim_decide(&v);
         if (r.limit_pct != LD(&c->limit) || r.yield != LD(&c->yield) ||
             r.share_pct != LD(&c->share))
@@ -335,7 +344,8 @@ void vgpu_tick(uint64_t now)
                 ST(&c->claim[i], slots[i]);
             ST(&c->nclaim, n);
         }
-        ST(&c->turn, v.node_known && r.limit_pct && !r.yield
+        /* a light one is out of the turns: the others count it out of theirs (node.c) */
+        ST(&c->turn, v.node_known && r.limit_pct && !r.yield && !v.light
                          ? turn_of(c, members,
                                    vgpu_node_paced(vgpu_cs.node, c->uuid, vgpu_cs.container_id,
                                                    now, 0, members, LIM_TURN_MAX - 1),

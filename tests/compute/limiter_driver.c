@@ -176,7 +176,7 @@ static int cmd_decide(void)
                                                                      paced_pcts[pm],
                                                                      capped_pcts[pm],
                                                                      rest_pcts[pm] ? 1u : 0u,
-                                                                     rest_pcts[pm], 50u};
+                                                                     rest_pcts[pm], 50u, 0u, 0u};
                                                 struct lim_verdict r = lim_decide(&v);
                                                 printf("%u %u %u %u %u %u %u %u %u %u %u %u %u "
                                                        "%u %u -> %u %u %u %u %u\n",
