@@ -172,6 +172,31 @@ def test_a_light_service_keeps_its_speed_and_its_neighbour_takes_the_rest(
     assert m["service"] + m["busy"] <= 1.02, detail
 
 
+def together(run, gpu: dict[str, str], regions: Path, *members: tuple[int, dict[str, str]],
+             ) -> list[float]:
+    """Containers (kernel µs, environment) started together for 3 s, their regions in the new
+    folder `regions`: their GPU shares."""
+    regions.mkdir()
+    procs = [run.start(gpu, "kernel", grid, 3.0, **env,
+                       CUDA_DEVICE_MEMORY_SHARED_CACHE=str(regions / str(i)))
+             for i, (grid, env) in enumerate(members)]
+    return [float(run.result(p)["share"]) for p in procs]
+
+
+SERVICE = {"LAUNCH_LOOP_SYNC": "8", "LAUNCH_LOOP_IDLE_US": "5000"}  # ~0.235 of the GPU alone
+BUSY = {"LAUNCH_LOOP_SYNC": "4"}
+
+
+def service_alone(run, gpu: dict[str, str], region: Path) -> float:
+    return float(run.run(gpu, "kernel", 200, 2.0, **SERVICE,
+                         CUDA_DEVICE_MEMORY_SHARED_CACHE=str(region))["share"])
+
+
+def judged(runs: list[dict[str, float]]) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """The medians of the runs' measures, and each run's for the failure message."""
+    return medians(runs), {key: [round(run[key], 3) for run in runs] for key in runs[0]}
+
+
 @pytest.mark.slow
 def test_a_service_with_no_gpucores_is_light_beside_a_paced_loop(loop, make_sim_gpu,
                                                                   tmp_path: Path) -> None:
@@ -183,36 +208,18 @@ def test_a_service_with_no_gpucores_is_light_beside_a_paced_loop(loop, make_sim_
     runs = []
     for i in range(ROUNDS):
         run, gpu = loop.fresh(str(i)), make_sim_gpu().env
-        svc = {"LAUNCH_LOOP_SYNC": "8", "LAUNCH_LOOP_IDLE_US": "5000"}
-        alone = float(run.run(gpu, "kernel", 200, 2.0, **svc,
-                              CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"alone-{i}"))[
-            "share"])
-        service = run.start(gpu, "kernel", 200, 3.0, **svc, LIBCUDA_LOG_LEVEL="3",
+        alone = service_alone(run, gpu, tmp_path / f"alone-{i}")
+        service = run.start(gpu, "kernel", 200, 3.0, **SERVICE, LIBCUDA_LOG_LEVEL="3",
                             CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"service-{i}"))
-        busy = run.start(gpu, "kernel", 200, 3.0, CUDA_DEVICE_SM_LIMIT="30",
-                         LAUNCH_LOOP_SYNC="4",
+        busy = run.start(gpu, "kernel", 200, 3.0, **BUSY, CUDA_DEVICE_SM_LIMIT="30",
                          CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"busy-{i}"))
         rs, rb = run.result(service), run.result(busy)
         assert "(share 70 %: what the others' leave)" in str(rs["stderr"]), rs["stderr"]
         assert "light (claims the GPU while busy" in str(rs["stderr"]), rs["stderr"]
         runs.append({"alone": alone, "service": float(rs["share"]), "busy": float(rb["share"])})
-    m = medians(runs)
-    detail = {key: [round(run[key], 3) for run in runs] for key in runs[0]}
+    m, detail = judged(runs)
     assert m["service"] >= 0.9 * m["alone"], detail
     assert m["busy"] >= 0.6, detail
-
-
-def together(run, gpu: dict[str, str], tmp: Path, *members: tuple[int, dict[str, str]],
-             ) -> list[float]:
-    """Containers (kernel µs, environment) started together for 3 s: their GPU shares."""
-    procs = [run.start(gpu, "kernel", grid, 3.0, **env,
-                       CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{id(run)}-{i}"))
-             for i, (grid, env) in enumerate(members)]
-    return [float(run.result(p)["share"]) for p in procs]
-
-
-SERVICE = {"LAUNCH_LOOP_SYNC": "8", "LAUNCH_LOOP_IDLE_US": "5000"}  # ~0.235 of the GPU alone
-BUSY = {"LAUNCH_LOOP_SYNC": "4"}
 
 
 @pytest.mark.slow
@@ -224,14 +231,12 @@ def test_a_light_service_beside_a_capped_loop_waits_for_no_window(loop, make_sim
     runs = []
     for i in range(ROUNDS):
         run, gpu = loop.fresh(str(i)), make_sim_gpu().env
-        alone = float(run.run(gpu, "kernel", 200, 2.0, **SERVICE,
-                              CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"a{i}"))["share"])
+        alone = service_alone(run, gpu, tmp_path / f"a{i}")
         service, capped = together(
-            run, gpu, tmp_path, (200, dict(SERVICE, CUDA_DEVICE_SM_LIMIT="70")),
+            run, gpu, tmp_path / str(i), (200, dict(SERVICE, CUDA_DEVICE_SM_LIMIT="70")),
             (1000, dict(BUSY, CUDA_DEVICE_SM_LIMIT="30", GPU_CORE_UTILIZATION_POLICY="force")))
         runs.append({"alone": alone, "service": service, "capped": capped})
-    m = medians(runs)
-    detail = {key: [round(run[key], 3) for run in runs] for key in runs[0]}
+    m, detail = judged(runs)
     assert m["service"] >= 0.85 * m["alone"], detail
     assert m["capped"] == pytest.approx(0.30, abs=0.03), detail
 
@@ -246,12 +251,11 @@ def test_a_light_service_with_no_gpucores_takes_its_part_of_the_rest(loop, make_
     runs = []
     for i in range(ROUNDS):
         run, gpu = loop.fresh(str(i)), make_sim_gpu().env
-        service, loop30, other = together(run, gpu, tmp_path, (200, SERVICE),
+        service, loop30, other = together(run, gpu, tmp_path / str(i), (200, SERVICE),
                                           (1000, dict(BUSY, CUDA_DEVICE_SM_LIMIT="30")),
                                           (1000, BUSY))
         runs.append({"service": service, "30": loop30, "none": other})
-    m = medians(runs)
-    detail = {key: [round(run[key], 3) for run in runs] for key in runs[0]}
+    m, detail = judged(runs)
     assert m["30"] >= 0.27, detail
     assert m["service"] >= 0.15 and m["none"] >= 0.3, detail
 
