@@ -214,37 +214,47 @@ def light(tmp: Path, ll: Path, gpu: Gpu) -> dict[str, str]:
               "loop, % of alone (the service's busy share alone)"] = (
             f"{100 * s['share'] / alone['share']:.1f} / {100 * b['share'] / loop_alone:.1f} "
             f"({100 * alone['share']:.1f} %)")
-    # the service with no gpucores (it takes what the loop's share leaves, lim_rest_share) beside
-    # the loop at 30
-    svc = {"LAUNCH_LOOP_SYNC": "8", "LAUNCH_LOOP_IDLE_US": "5000"}
-    busy30 = dict(busy, CUDA_DEVICE_SM_LIMIT="30")
-    alone = fields(loop(ll, env(tmp, "l-none", gpu=gpu), 200, 4.0, **svc))
-    s, b = pair(tmp, ll, gpu, "l2-none", (200, svc), (200, busy30))
-    cells["service of 8 × 200-µs kernels, idle 5 ms, no gpucores, beside the loop at 30: "
-          "service % of alone / loop's GPU share"] = (
-        f"{100 * s['share'] / alone['share']:.1f} / {b['share']:.2f} "
-        f"({100 * alone['share']:.1f} %)")
     return cells
 
 
-# busy containers sharing (1-ms kernels synchronised every 4, 3 s): shares as weights under
-# `default` (docs/compute.md): name -> each container's environment
-SHARES: dict[str, list[dict[str, str]]] = {
-    "two busy at 30 + 30": [{"CUDA_DEVICE_SM_LIMIT": "30"}, {"CUDA_DEVICE_SM_LIMIT": "30"}],
-    "two busy at 20 + 50": [{"CUDA_DEVICE_SM_LIMIT": "20"}, {"CUDA_DEVICE_SM_LIMIT": "50"}],
-    "three busy at 20 + 30 + 30": [{"CUDA_DEVICE_SM_LIMIT": v} for v in ("20", "30", "30")],
-    "two busy at 30 + 70": [{"CUDA_DEVICE_SM_LIMIT": "30"}, {"CUDA_DEVICE_SM_LIMIT": "70"}],
-    "`force` 30 + 30": [{"CUDA_DEVICE_SM_LIMIT": "30", "GPU_CORE_UTILIZATION_POLICY": "force"}] * 2,
-    "high at 40 under `force` + low at 30": [
-        {"CUDA_DEVICE_SM_LIMIT": "40", "CUDA_TASK_PRIORITY": "0",
-         "GPU_CORE_UTILIZATION_POLICY": "force"}, {"CUDA_DEVICE_SM_LIMIT": "30"}],
+# containers sharing (3 s): shares as weights under `default`, containers with no gpucores
+# (docs/compute.md): name -> each container's (kernel µs, environment)
+Member = tuple[int, dict[str, str]]
+
+
+def busy(gpucores: int | None = None, **extra: str) -> Member:
+    """A busy loop of 1-ms kernels synchronised every 4; no gpucores when None."""
+    env = {"LAUNCH_LOOP_SYNC": "4", **extra}
+    return 1000, env | ({"CUDA_DEVICE_SM_LIMIT": str(gpucores)} if gpucores else {})
+
+
+def service(gpucores: int | None = None) -> Member:
+    """A request service: 8 × 0.2-ms kernels, then 5 ms idle (~0.235 of the GPU alone)."""
+    env = {"LAUNCH_LOOP_SYNC": "8", "LAUNCH_LOOP_IDLE_US": "5000"}
+    return 200, env | ({"CUDA_DEVICE_SM_LIMIT": str(gpucores)} if gpucores else {})
+
+
+FORCE = {"GPU_CORE_UTILIZATION_POLICY": "force"}
+SHARES: dict[str, list[Member]] = {
+    "two busy at 30 + 30": [busy(30), busy(30)],
+    "two busy at 20 + 50": [busy(20), busy(50)],
+    "three busy at 20 + 30 + 30": [busy(20), busy(30), busy(30)],
+    "two busy at 30 + 70": [busy(30), busy(70)],
+    "`force` 30 + 30": [busy(30, **FORCE), busy(30, **FORCE)],
+    "high at 40 under `force` + low at 30": [busy(40, CUDA_TASK_PRIORITY="0", **FORCE),
+                                             busy(30)],
     # a container with no gpucores takes what the shares leave (lim_rest_share)
-    "30 + one with no gpucores": [{"CUDA_DEVICE_SM_LIMIT": "30"}, {}],
-    "30 + two with no gpucores": [{"CUDA_DEVICE_SM_LIMIT": "30"}, {}, {}],
-    "30 + 70 + one with no gpucores": [{"CUDA_DEVICE_SM_LIMIT": "30"},
-                                       {"CUDA_DEVICE_SM_LIMIT": "70"}, {}],
-    "capped 30 (`force`) + one with no gpucores": [
-        {"CUDA_DEVICE_SM_LIMIT": "30", "GPU_CORE_UTILIZATION_POLICY": "force"}, {}],
+    "30 + one with no gpucores": [busy(30), busy()],
+    "30 + two with no gpucores": [busy(30), busy(), busy()],
+    "30 + 70 + one with no gpucores": [busy(30), busy(70), busy()],
+    "capped 30 (`force`) + one with no gpucores": [busy(30, **FORCE), busy()],
+    # ... and light ones (request services) among them
+    "service with no gpucores + 30": [service(), busy(30)],
+    "service with no gpucores + 30 + one with none": [service(), busy(30), busy()],
+    "two services with no gpucores + 30": [service(), service(), busy(30)],
+    "service at 30 + 30 + one with no gpucores": [service(30), busy(30), busy()],
+    "service at 70 + capped 30 (`force`)": [service(70), busy(30, **FORCE)],
+    "30 + 70 + service with no gpucores": [busy(30), busy(70), service()],
 }
 
 
@@ -256,13 +266,14 @@ def shares(tmp: Path, ll: Path, baseline: Path | None) -> list[str]:
     for i, (name, members) in enumerate(SHARES.items()):
         for label, lib in libs:
             e = env(tmp, f"s{i}-{lib is None}", shim=lib)
-            procs = [loop(ll, e, 1000, 3.0, LAUNCH_LOOP_SYNC="4",
+            procs = [loop(ll, e, grid, 3.0,
                           CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"s{i}-{lib is None}-{k}"),
-                          **extra) for k, extra in enumerate(members)]
+                          **extra) for k, (grid, extra) in enumerate(members)]
             got = [share(p) for p in procs]
             cells.setdefault(label, {})[name] = (" + ".join(f"{x:.2f}" for x in got)
                                                  + f" = {sum(got):.2f}")
-    return side_by_side("busy containers sharing (1-ms kernels), GPU share each = sum",
+    return side_by_side("containers sharing (loops of 1-ms kernels; services of 8 × 0.2 ms, "
+                        "5 ms idle), GPU share each = sum",
                         list(cells.items()))
 
 
