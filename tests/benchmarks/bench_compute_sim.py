@@ -220,6 +220,7 @@ def light(tmp: Path, ll: Path, gpu: Gpu) -> dict[str, str]:
 # containers sharing (3 s): shares as weights under `default`, containers with no gpucores
 # (docs/compute.md): name -> each container's (kernel µs, environment)
 Member = tuple[int, dict[str, str]]
+PROCS = "_procs"  # in a member's environment: how many processes the container runs (1)
 
 
 def busy(gpucores: int | None = None, **extra: str) -> Member:
@@ -255,6 +256,9 @@ SHARES: dict[str, list[Member]] = {
     "service at 30 + 30 + one with no gpucores": [service(30), busy(30), busy()],
     "service at 70 + capped 30 (`force`)": [service(70), busy(30, **FORCE)],
     "30 + 70 + service with no gpucores": [busy(30), busy(70), service()],
+    # containers of two processes (shares summed per container)
+    "30 + 70 of two processes": [busy(30), busy(70, **{PROCS: "2"})],
+    "30 of two processes + 70": [busy(30, **{PROCS: "2"}), busy(70)],
 }
 
 
@@ -266,10 +270,12 @@ def shares(tmp: Path, ll: Path, baseline: Path | None) -> list[str]:
     for i, (name, members) in enumerate(SHARES.items()):
         for label, lib in libs:
             e = env(tmp, f"s{i}-{lib is None}", shim=lib)
-            procs = [loop(ll, e, grid, 3.0,
-                          CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"s{i}-{lib is None}-{k}"),
-                          **extra) for k, (grid, extra) in enumerate(members)]
-            got = [share(p) for p in procs]
+            procs = [[loop(ll, e, grid, 3.0,
+                           CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"s{i}-{lib is None}-{k}"),
+                           **{k2: v for k2, v in extra.items() if k2 != PROCS})
+                      for _ in range(int(extra.get(PROCS, "1")))]
+                     for k, (grid, extra) in enumerate(members)]
+            got = [sum(share(p) for p in container) for container in procs]
             cells.setdefault(label, {})[name] = (" + ".join(f"{x:.2f}" for x in got)
                                                  + f" = {sum(got):.2f}")
     return side_by_side("containers sharing (loops of 1-ms kernels; services of 8 × 0.2 ms, "
