@@ -436,6 +436,13 @@ uint32_t lim_rest_share(uint32_t configured_pct, uint32_t others_rest)
     return left > LIM_REST_MIN_PCT ? left : LIM_REST_MIN_PCT;
 }
 
+int lim_may_take_rest(const struct lim_view *v)
+{
+    return v->policy == LIM_POLICY_DEFAULT && v->priority == LIM_PRIORITY_LOW &&
+           (v->limit_pct == 0 || v->limit_pct >= 100) && v->agent_limit_pct == 0 &&
+           v->node_known;
+}
+
 struct lim_verdict lim_decide(const struct lim_view *v)
 {
     struct lim_verdict out = {0, 0, 0, 0, 0};
@@ -450,12 +457,7 @@ struct lim_verdict lim_decide(const struct lim_view *v)
         out.yield = v->priority == LIM_PRIORITY_LOW && v->others_high > 0;
         break;
     default: /* LIM_POLICY_DEFAULT: the seed's semantics */
-        if (v->priority == LIM_PRIORITY_LOW && (sharing || (v->light && v->others_light > 0)))
-            out.limit_pct = v->limit_pct;
-        /* no gpucores, beside containers paced by theirs: what those leave */
-        if (v->priority == LIM_PRIORITY_LOW && (v->limit_pct == 0 || v->limit_pct >= 100) &&
-            v->node_known) {
-            out.limit_pct = 0;
+        if (lim_may_take_rest(v)) { /* beside containers paced by theirs: what those leave */
             if (v->others_paced > v->others_rest)
                 out.limit_pct = lim_rest_share(v->others_paced_pct - v->others_rest_pct +
                                                    v->others_light_pct,
@@ -463,6 +465,9 @@ struct lim_verdict lim_decide(const struct lim_view *v)
             else if (v->light && v->others_low > 0) /* they wait for its claims */
                 out.limit_pct = v->rest_pct;
             out.rest = out.limit_pct != 0;
+        } else if (v->priority == LIM_PRIORITY_LOW &&
+                   (sharing || (v->light && v->others_light > 0))) {
+            out.limit_pct = v->limit_pct;
         }
         weight = 1;
         /* a light neighbour claims like a high one; light ones do not yield to each other */
@@ -470,8 +475,6 @@ struct lim_verdict lim_decide(const struct lim_view *v)
                     (v->others_high > 0 || (!v->light && v->others_light > 0));
         break;
     }
-    if (v->agent_limit_pct != 0)
-        out.rest = 0;
     if (v->agent_limit_pct == LIM_AGENT_UNLIMITED) {
         out.limit_pct = 0;
     } else if (v->agent_limit_pct >= 1 && v->agent_limit_pct <= 100) {
@@ -488,9 +491,9 @@ struct lim_verdict lim_decide(const struct lim_view *v)
     out.share_pct = out.limit_pct;
     out.capped = out.share_pct != 0 && !weight;
     /* a weight: among paced containers (the turns' members), with every active low one of
-     * them, what their shares leave of the GPU goes to the weighted ones in proportion (an
-     * active low outside them, with no gpucores, time-slices with them: they keep their
-     * shares; beside highs or light ones alone, a low keeps its share too) */
+     * them, what their shares leave of the GPU goes to the weighted ones in proportion (beside
+     * an active low outside them, one not paced yet, they keep their shares; beside highs or
+     * light ones alone, a low keeps its share too) */
     if (weight && v->node_known && v->others_paced > 0 && v->others_paced >= v->others_low)
         out.limit_pct = lim_share_scaled(out.limit_pct, v->others_paced_pct,
                                          v->others_capped_pct); /* under 100: the others have

@@ -368,6 +368,10 @@ uint32_t lim_share_scaled(uint32_t share_pct, uint32_t others_pct, uint32_t othe
 #define LIM_REST_MIN_PCT 5u
 uint32_t lim_rest_share(uint32_t configured_pct, uint32_t others_rest);
 
+/* Whether lim_decide may give the container of view `v` what the others' shares leave: a
+ * `default` low one with no gpucores of its own (nor the agent's) that knows its neighbours. */
+int lim_may_take_rest(const struct lim_view *v);
+
 /* ---- light containers: what a paced container leaves unused goes to the others -------------
  * Under `default`, gpucores is a guarantee, not a cap, but turns hold every member to its window
  * and a container paced beside others to its share: a request service at 30 % that uses 10 % left

@@ -44,6 +44,25 @@ static uint64_t turn_of(const struct vgpu_cdev *c, struct lim_turn_member *m, ui
     return vgpu_turn_pack(lim_turn_window(m, n + 1, vgpu_cs.container_id));
 }
 
+/* What lim_view takes of a list of other containers (turn members): their shares, the caps'
+ * among them, and how many have no gpucores of their own with what shares. */
+struct member_sums {
+    uint32_t pct, capped_pct, rest, rest_pct;
+};
+
+static struct member_sums sum_members(const struct lim_turn_member *m, uint32_t n)
+{
+    struct member_sums s = {0, 0, 0, 0};
+
+    for (uint32_t i = 0; i < n; i++) {
+        s.pct += m[i].limit_pct;
+        s.capped_pct += m[i].capped ? m[i].limit_pct : 0u;
+        s.rest += m[i].rest;
+        s.rest_pct += m[i].rest ? m[i].limit_pct : 0u;
+    }
+    return s;
+}
+
 /* Whether a claiming neighbour (a high one, or a light one when this one waits for those: the
  * claimers list) was busy at any time after `since` (0: not known).  While it is, this
  * container's launches wait for it and its work queued before them runs behind the claimer's:
@@ -296,23 +315,20 @@ void vgpu_tick(uint64_t now)
                                                         vgpu_cs.container_id, now, 1, members,
                                                         LIM_TURN_MAX - 1)
                                       : 0u;
-        v.others_paced_pct = v.others_capped_pct = v.others_rest = v.others_rest_pct = 0;
-        for (uint32_t i = 0; i < v.others_paced; i++) {
-            v.others_paced_pct += members[i].limit_pct;
-            v.others_capped_pct += members[i].capped ? members[i].limit_pct : 0u;
-            v.others_rest += members[i].rest;
-            v.others_rest_pct += members[i].rest ? members[i].limit_pct : 0u;
-        }
+        struct member_sums paced = sum_members(members, v.others_paced), lights = {0, 0, 0, 0};
+        v.others_paced_pct = paced.pct;
+        v.others_capped_pct = paced.capped_pct;
+        v.others_rest = paced.rest;
+        v.others_rest_pct = paced.rest_pct;
         v.rest_pct = LD(&c->rest) ? LD(&c->share) : 0u;
-        v.others_light_pct = v.others_light_rest = 0;
-        if (v.node_known) { /* the light ones, out of the turns: what the rest leaves them */
-            uint32_t n = vgpu_node_lights(vgpu_cs.node, c->uuid, vgpu_cs.container_id, now,
-                                          members, LIM_TURN_MAX - 1);
-            for (uint32_t i = 0; i < n; i++) {
-                v.others_light_pct += members[i].rest ? 0u : members[i].limit_pct;
-                v.others_light_rest += members[i].rest;
-            }
-        }
+        /* the light ones, out of the turns, count in what is left to one without gpucores (a
+         * scan of the node region only where that can be taken) */
+        if (lim_may_take_rest(&v) && v.others_paced > v.others_rest)
+            lights = sum_members(members, vgpu_node_lights(vgpu_cs.node, c->uuid,
+                                                           vgpu_cs.container_id, now, members,
+                                                           LIM_TURN_MAX - 1));
+        v.others_light_pct = lights.pct - lights.rest_pct;
+        v.others_light_rest = lights.rest;
         r = lim_decide(&v);
         if (r.limit_pct != LD(&c->limit) || r.yield != LD(&c->yield) ||
             r.share_pct != LD(&c->share))
