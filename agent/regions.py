@@ -24,7 +24,7 @@ _PROC_SIZE = ctypes.sizeof(lr.ProcStruct)
 _HEAD = struct.Struct("<QI")  # magic, version
 _DEVF = struct.Struct("<16sIIQQ")  # uuid, state, flags, limit, used
 _SLOT3 = struct.Struct("<IIQ")  # pid, state, start_time at the start of a slot
-_CFLAGS = lr.DeviceStruct.compute.offset + lr.ComputeDevice.flags.offset  # a device's
+_CFLAGS = lr.DeviceStruct.compute.offset + lr.ComputeDevice.flags.offset  # from a device's start
 _U32 = struct.Struct("<I")
 _ACTIVE = struct.pack("<I", lr.PROC_ACTIVE)
 assert lr.RegionStruct.magic.offset == 0 and lr.RegionStruct.version.offset == 8
@@ -87,7 +87,7 @@ class RegionReader:
                                  f"{version} (expected {lr.MAGIC:#x}, version {lr.VERSION})")
         used: dict[str, int] = {}
         limits: dict[str, int | None] = {}
-        alone: set[str] = set()
+        node_unknown: set[str] = set()
         for i in range(lr.MAX_DEVICES):
             raw, state, _flags, limit, u = _DEVF.unpack_from(mm, _DEV + i * _DEV_SIZE)
             if state != 2:
@@ -99,7 +99,7 @@ class RegionReader:
             limits[uuid] = lr.decode_limit(limit)
             if _U32.unpack_from(mm, _DEV + i * _DEV_SIZE + _CFLAGS)[0] & \
                     lr.COMPUTE_FLAG_NODE_UNKNOWN:
-                alone.add(uuid)
+                node_unknown.add(uuid)
         procs: dict[int, int] = {}
         if with_procs:
             # the state words of every slot, 4 bytes each, found with bytes.find (C speed)
@@ -114,7 +114,7 @@ class RegionReader:
                     if state == 2 and pid:
                         procs[pid] = start
                 at = states.find(_ACTIVE, at + 1)
-        return RegionRead(used, limits, procs, frozenset(alone))
+        return RegionRead(used, limits, procs, frozenset(node_unknown))
 
     def close(self) -> None:
         self._mm.close()
