@@ -218,21 +218,26 @@ def light(tmp: Path, ll: Path, gpu: Gpu) -> dict[str, str]:
 
 
 # containers sharing (3 s): shares as weights under `default`, containers with no gpucores
-# (docs/compute.md): name -> each container's (kernel µs, environment)
-Member = tuple[int, dict[str, str]]
-PROCS = "_procs"  # in a member's environment: how many processes the container runs (1)
+# (docs/compute.md): name -> each container's launch_loop
+class Member(NamedTuple):
+    grid: int  # kernel µs
+    env: dict[str, str]
+    procs: int = 1  # processes of the container
 
 
-def busy(gpucores: int | None = None, **extra: str) -> Member:
+def member(grid: int, env: dict[str, str], gpucores: int | None, procs: int) -> Member:
+    return Member(grid, env | ({"CUDA_DEVICE_SM_LIMIT": str(gpucores)} if gpucores else {}),
+                  procs)
+
+
+def busy(gpucores: int | None = None, procs: int = 1, **extra: str) -> Member:
     """A busy loop of 1-ms kernels synchronised every 4; no gpucores when None."""
-    env = {"LAUNCH_LOOP_SYNC": "4", **extra}
-    return 1000, env | ({"CUDA_DEVICE_SM_LIMIT": str(gpucores)} if gpucores else {})
+    return member(1000, {"LAUNCH_LOOP_SYNC": "4", **extra}, gpucores, procs)
 
 
 def service(gpucores: int | None = None) -> Member:
     """A request service: 8 × 0.2-ms kernels, then 5 ms idle (~0.235 of the GPU alone)."""
-    env = {"LAUNCH_LOOP_SYNC": "8", "LAUNCH_LOOP_IDLE_US": "5000"}
-    return 200, env | ({"CUDA_DEVICE_SM_LIMIT": str(gpucores)} if gpucores else {})
+    return member(200, {"LAUNCH_LOOP_SYNC": "8", "LAUNCH_LOOP_IDLE_US": "5000"}, gpucores, 1)
 
 
 FORCE = {"GPU_CORE_UTILIZATION_POLICY": "force"}
@@ -257,8 +262,8 @@ SHARES: dict[str, list[Member]] = {
     "service at 70 + capped 30 (`force`)": [service(70), busy(30, **FORCE)],
     "30 + 70 + service with no gpucores": [busy(30), busy(70), service()],
     # containers of two processes (shares summed per container)
-    "30 + 70 of two processes": [busy(30), busy(70, **{PROCS: "2"})],
-    "30 of two processes + 70": [busy(30, **{PROCS: "2"}), busy(70)],
+    "30 + 70 of two processes": [busy(30), busy(70, procs=2)],
+    "30 of two processes + 70": [busy(30, procs=2), busy(70)],
 }
 
 
@@ -270,11 +275,10 @@ def shares(tmp: Path, ll: Path, baseline: Path | None) -> list[str]:
     for i, (name, members) in enumerate(SHARES.items()):
         for label, lib in libs:
             e = env(tmp, f"s{i}-{lib is None}", shim=lib)
-            procs = [[loop(ll, e, grid, 3.0,
+            procs = [[loop(ll, e, m.grid, 3.0,
                            CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"s{i}-{lib is None}-{k}"),
-                           **{k2: v for k2, v in extra.items() if k2 != PROCS})
-                      for _ in range(int(extra.get(PROCS, "1")))]
-                     for k, (grid, extra) in enumerate(members)]
+                           **m.env) for _ in range(m.procs)]
+                     for k, m in enumerate(members)]
             got = [sum(share(p) for p in container) for container in procs]
             cells.setdefault(label, {})[name] = (" + ".join(f"{x:.2f}" for x in got)
                                                  + f" = {sum(got):.2f}")
