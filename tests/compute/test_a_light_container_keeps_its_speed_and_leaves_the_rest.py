@@ -192,8 +192,10 @@ def service_alone(run, gpu: dict[str, str], region: Path) -> float:
                          CUDA_DEVICE_MEMORY_SHARED_CACHE=str(region))["share"])
 
 
-def judged(runs: list[dict[str, float]]) -> tuple[dict[str, float], dict[str, list[float]]]:
-    """The medians of the runs' measures, and each run's for the failure message."""
+def over_rounds(loop, make_sim_gpu, one) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """`one(run, gpu, i)`'s measures over ROUNDS runs, each with a node region and simulated GPU
+    of its own: their medians, and each run's for the failure message."""
+    runs = [one(loop.fresh(str(i)), make_sim_gpu().env, i) for i in range(ROUNDS)]
     return medians(runs), {key: [round(run[key], 3) for run in runs] for key in runs[0]}
 
 
@@ -205,9 +207,7 @@ def test_a_service_with_no_gpucores_is_light_beside_a_paced_loop(loop, make_sim_
     # that share while the loop waits for its claims.  It lost it at once (the yielding loop is
     # no paced member): light and unpaced in turn every tick, it got 0.18 of the GPU for 0.23
     # alone, and before it took turns at all the loop was held to its 30 (0.30) beside it
-    runs = []
-    for i in range(ROUNDS):
-        run, gpu = loop.fresh(str(i)), make_sim_gpu().env
+    def one(run, gpu: dict[str, str], i: int) -> dict[str, float]:
         alone = service_alone(run, gpu, tmp_path / f"alone-{i}")
         service = run.start(gpu, "kernel", 200, 3.0, **SERVICE, LIBCUDA_LOG_LEVEL="3",
                             CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"service-{i}"))
@@ -216,8 +216,9 @@ def test_a_service_with_no_gpucores_is_light_beside_a_paced_loop(loop, make_sim_
         rs, rb = run.result(service), run.result(busy)
         assert "(share 70 %: what the others' leave)" in str(rs["stderr"]), rs["stderr"]
         assert "light (claims the GPU while busy" in str(rs["stderr"]), rs["stderr"]
-        runs.append({"alone": alone, "service": float(rs["share"]), "busy": float(rb["share"])})
-    m, detail = judged(runs)
+        return {"alone": alone, "service": float(rs["share"]), "busy": float(rb["share"])}
+
+    m, detail = over_rounds(loop, make_sim_gpu, one)
     assert m["service"] >= 0.9 * m["alone"], detail
     assert m["busy"] >= 0.6, detail
 
@@ -228,15 +229,14 @@ def test_a_light_service_beside_a_capped_loop_waits_for_no_window(loop, make_sim
     # the capped (`force`) loop does not wait for a light one's claims and counts it out of its
     # turns; the service took turns by its own window all the same and waited for it on its
     # requests: 0.16 of the GPU for 0.235 alone (0.8 s of 3 waited in the gate)
-    runs = []
-    for i in range(ROUNDS):
-        run, gpu = loop.fresh(str(i)), make_sim_gpu().env
+    def one(run, gpu: dict[str, str], i: int) -> dict[str, float]:
         alone = service_alone(run, gpu, tmp_path / f"a{i}")
         service, capped = together(
             run, gpu, tmp_path / str(i), (200, dict(SERVICE, CUDA_DEVICE_SM_LIMIT="70")),
             (1000, dict(BUSY, CUDA_DEVICE_SM_LIMIT="30", GPU_CORE_UTILIZATION_POLICY="force")))
-        runs.append({"alone": alone, "service": service, "capped": capped})
-    m, detail = judged(runs)
+        return {"alone": alone, "service": service, "capped": capped}
+
+    m, detail = over_rounds(loop, make_sim_gpu, one)
     assert m["service"] >= 0.85 * m["alone"], detail
     assert m["capped"] == pytest.approx(0.30, abs=0.03), detail
 
@@ -248,14 +248,13 @@ def test_a_light_service_with_no_gpucores_takes_its_part_of_the_rest(loop, make_
     # counted the light service out and took all that the 30 leaves (70) as its share, so the
     # 30 one got 30 % of what the service left, 0.19-0.22, where it is guaranteed 0.30.  The
     # light one now counts among those that split the rest (vgpu_node_lights)
-    runs = []
-    for i in range(ROUNDS):
-        run, gpu = loop.fresh(str(i)), make_sim_gpu().env
+    def one(run, gpu: dict[str, str], i: int) -> dict[str, float]:
         service, loop30, other = together(run, gpu, tmp_path / str(i), (200, SERVICE),
                                           (1000, dict(BUSY, CUDA_DEVICE_SM_LIMIT="30")),
                                           (1000, BUSY))
-        runs.append({"service": service, "30": loop30, "none": other})
-    m, detail = judged(runs)
+        return {"service": service, "30": loop30, "none": other}
+
+    m, detail = over_rounds(loop, make_sim_gpu, one)
     assert m["30"] >= 0.27, detail
     assert m["service"] >= 0.15 and m["none"] >= 0.3, detail
 
