@@ -117,8 +117,8 @@ class ComputeProc(ctypes.Structure):
         ("active_ns", u64),
         ("waited_ns", u64),
         ("yielding", u32),
-        ("reserved0", u32),
-        ("reserved1", u64),
+        ("split_devs", u32),
+        ("busy_until_ns", u64),
     ]
 
 

@@ -81,8 +81,10 @@ struct vgpu_compute_proc {
     uint64_t active_ns; /* CLOCK_MONOTONIC of the process's last launch seen by its ticker */
     uint64_t waited_ns; /* ns this process's launches waited */
     uint32_t yielding;  /* 1 while a launch of this process waits for a high-priority container */
-    uint32_t reserved0;
-    uint64_t reserved1;
+    uint32_t split_devs; /* device entries (bit = index) where it has a part of the container's
+                          * window (lim_split_wait) */
+    uint64_t busy_until_ns; /* there: when its queued work ends by its estimates (its busy
+                             * horizon), UINT64_MAX while it waits for its part */
 };
 
 _Static_assert(sizeof(struct vgpu_compute_device) == 64, "compute device block is 64 bytes");

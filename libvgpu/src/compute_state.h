@@ -75,6 +75,10 @@ struct vgpu_cdev {
     uint64_t wait_mark; /* a wait in the gate in progress: counted in waited_ns up to here, 0
                          * none (atomic; one waiting thread at a time keeps it: gate.c) */
     uint64_t turn;    /* paced containers take turns: vgpu_turn_pack(), 0 none (atomic) */
+    uint32_t split;   /* the container's processes that split its window here (lim_split_wait),
+                       * 0 or 1 none (atomic) ... */
+    uint32_t split_rank;                    /* ... this one's part (atomic) ... */
+    uint32_t split_slot[LIM_SPLIT_MAX];     /* ... their process slots by part (atomic) */
     uint64_t longest; /* charged cost of the longest recent launch, decaying (atomic) */
     uint32_t scale_ppm; /* correction of charged costs: the busy feedback (atomic) */
     uint32_t ref_mhz;   /* f_sat: measured, else estimated from power, 0 none (atomic) */

@@ -184,6 +184,28 @@ static void gate_wait_until(uint64_t t)
 
 /* Waits for this container's turn (limiter.h) to launch `cost` ns of estimated work; returns
  * the time after the wait.  Gives up when the turns, the limit or the yield verdict change. */
+/* Where the container's window is split among its processes (lim_split_wait, ticker.c): which
+ * of the other parts' processes have nothing queued and wait for no part, by part. */
+static uint32_t idle_parts(const struct vgpu_cdev *c, uint32_t n, uint64_t now)
+{
+    uint32_t idle = 0, i;
+
+    for (i = 0; i < n && i < LIM_SPLIT_MAX; i++) {
+        uint32_t slot = LD(&c->split_slot[i]);
+        if (slot < VGPU_MAX_PROCS &&
+            LD(&vgpu_cs.region.r->procs[slot].compute.busy_until_ns) <= now)
+            idle |= 1u << i;
+    }
+    return idle;
+}
+
+/* This process's busy horizon, where its siblings read it (idle_parts). */
+static void publish_busy(const struct vgpu_cdev *c, uint64_t until)
+{
+    if (LD(&c->split) > 1u && vgpu_cs.proc != NULL)
+        ST(&vgpu_cs.proc->compute.busy_until_ns, until);
+}
+
 static uint64_t wait_turn(struct vgpu_cdev *c, uint64_t cost, uint64_t from)
 {
     uint64_t now = from, mark = 0; /* 0: not waiting (every launch in turns comes here) */
@@ -191,22 +213,29 @@ static uint64_t wait_turn(struct vgpu_cdev *c, uint64_t cost, uint64_t from)
     for (;;) {
         uint64_t turn = LD(&c->turn), hz = LD(&c->horizon), w;
         struct lim_turn t = vgpu_turn_unpack(turn);
+        uint32_t split = LD(&c->split);
 
         if (turn == 0 || LD(&c->limit) == 0 || LD(&c->yield))
             break;
-        w = lim_turn_wait(t, now, hz > now ? hz - now : 0, cost);
+        w = split > 1u ? lim_split_wait(t, LD(&c->split_rank), split, idle_parts(c, split, now),
+                                        now, hz > now ? hz - now : 0, cost)
+                       : lim_turn_wait(t, now, hz > now ? hz - now : 0, cost);
         if (w == 0)
             break;
         /* (from may be the launch's arrival, before a wait for its own queue: counted already) */
-        if (mark == 0)
+        if (mark == 0) {
             mark = wait_begin(c, vgpu_compute_now());
+            publish_busy(c, UINT64_MAX); /* its part is wanted: no sibling runs work into it */
+        }
         __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
         gate_wait_until(now + (w > SLEEP_CHUNK_NS ? SLEEP_CHUNK_NS : w));
         credit_wait(c, &mark);
         now = vgpu_compute_now();
     }
-    if (mark != 0)
+    if (mark != 0) {
         wait_end(c, &mark);
+        publish_busy(c, LD(&c->horizon));
+    }
     return now;
 }
 
@@ -372,6 +401,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
         uint64_t hz = LD(&c->horizon);
         hz = (hz > now ? hz : now) + queued;
         ST(&c->horizon, hz);
+        publish_busy(c, hz);
         /* a high one (or a light one, limiter.h) tells its low neighbours at once how long it
          * keeps the GPU busy: its estimated work, plus the lows' short queue (LIM_LOW_QUEUE_NS)
          * that may run ahead of it */

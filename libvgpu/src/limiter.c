@@ -169,6 +169,45 @@ uint64_t lim_turn_wait(struct lim_turn t, uint64_t now_ns, uint64_t queued_ns, u
     return period - rel;
 }
 
+struct lim_turn lim_turn_split(struct lim_turn t, uint32_t rank, uint32_t n)
+{
+    uint32_t from, to;
+
+    if (n < 2 || rank >= n || t.len_ns == 0)
+        return t;
+    from = (uint32_t)((uint64_t)t.len_ns * rank / n);
+    to = (uint32_t)((uint64_t)t.len_ns * (rank + 1u) / n);
+    t.off_ns += from;
+    t.len_ns = to - from;
+    return t;
+}
+
+uint64_t lim_split_wait(struct lim_turn t, uint32_t rank, uint32_t n, uint32_t idle,
+                        uint64_t now_ns, uint64_t queued_ns, uint64_t cost_ns)
+{
+    uint64_t rel, period = t.period_ns;
+    uint32_t cur, last;
+
+    if (n < 2 || n > LIM_SPLIT_MAX || rank >= n || t.len_ns == 0 || period == 0)
+        return lim_turn_wait(t, now_ns, queued_ns, cost_ns);
+    rel = (now_ns % period + period - t.off_ns) % period;
+    if (rel < t.len_ns) {
+        for (cur = 0; cur + 1 < n && rel >= (uint64_t)t.len_ns * (cur + 1u) / n; cur++)
+            ;
+        if (cur == rank || (idle >> cur & 1u)) {
+            struct lim_turn run = lim_turn_split(t, cur, n);
+            for (last = cur; last + 1 < n && (last + 1 == rank || (idle >> (last + 1) & 1u));
+                 last++)
+                ;
+            run.len_ns = lim_turn_split(t, last, n).off_ns + lim_turn_split(t, last, n).len_ns -
+                         run.off_ns;
+            if (lim_turn_wait(run, now_ns, queued_ns, cost_ns) == 0)
+                return 0;
+        }
+    }
+    return lim_turn_wait(lim_turn_split(t, rank, n), now_ns, queued_ns, cost_ns);
+}
+
 /* ---- clock (DVFS) correction ------------------------------------------------------------------ */
 
 uint32_t lim_clock_scale_ppm(uint32_t f_now_mhz, uint32_t f_sat_mhz)

@@ -112,6 +112,31 @@ struct lim_turn lim_turn_window(const struct lim_turn_member *m, uint32_t n, uin
  * its long-run share). */
 uint64_t lim_turn_wait(struct lim_turn t, uint64_t now_ns, uint64_t queued_ns, uint64_t cost_ns);
 
+/* A container's processes in its window.  Its processes share its window, and where two of them
+ * have kernels queued at once the GPU time-slices between their contexts (slices of about 2 ms
+ * on an H100: a 256² matmul waited at most 2.1 ms beside 100-ms kernels), so a kernel longer
+ * than a slice is cut by its sibling's slices and its measured span holds them: the container is
+ * charged its siblings' time twice (H100, 16384² bf16, ~13-ms kernels, 30 + a 70 of two
+ * processes: the 70 one got 54 % of the GPU where one process got 69 %).  So, while their
+ * longest kernels take LIM_SPLIT_LONGEST_NS or more, the `n` processes of a container that
+ * launch in turns (at most LIM_SPLIT_MAX) split its window into even parts, one each in slot
+ * order (`rank`), and launch in their own part, or in a sibling's while that sibling has nothing
+ * queued and is not waiting for its part (bit `rank` of `idle`): a sibling that launches now and
+ * then leaves its part to the others.  Shorter kernels rarely meet a slice's end, and the
+ * smallest of their samples is clean (simulated GPU, 1-ms slices: 0.2-ms kernels 0.27 + 0.70
+ * with two processes), so their windows are not split. */
+#define LIM_SPLIT_LONGEST_NS 1000000ull
+#define LIM_SPLIT_MAX        8u
+
+/* Part `rank` of `n` of window `t` (t itself when n < 2). */
+struct lim_turn lim_turn_split(struct lim_turn t, uint32_t rank, uint32_t n);
+
+/* lim_turn_wait for process `rank` of the `n` that split window `t`: a launch goes in the run of
+ * parts from the one `now` is in that are its own or idle ones', as lim_turn_wait would in a
+ * window that long; else it waits for its own part. */
+uint64_t lim_split_wait(struct lim_turn t, uint32_t rank, uint32_t n, uint32_t idle,
+                        uint64_t now_ns, uint64_t queued_ns, uint64_t cost_ns);
+
 /* ---- clock (DVFS) correction ------------------------------------------------------------------
  * A power-capped GPU runs slower clocks under full load (H200, 4096² bf16 matmul: 1515 MHz at
  * 700 W) than under a limited load (1980 MHz), so a kernel takes less GPU time when its container

@@ -23,10 +23,51 @@
 #define WAIT_MARK_STALE_NS 100000000ull /* a wait in progress moves its mark at least every 2 ms
                                     * (gate.c); one this old belongs to a thread that died in it */
 
-/* The period class this process's longest recent kernels ask for at `limit`. */
+_Static_assert(VGPU_MAX_DEVICES <= 32u, "split_devs holds a bit per device entry");
+
+/* The period class this process's longest recent kernels ask for at `limit`: in its part of the
+ * container's window where the window is split (lim_split_wait). */
 static uint32_t turn_class(const struct vgpu_cdev *c, uint32_t limit)
 {
+    uint32_t split = LD(&c->split);
+    if (split > 1u)
+        limit = limit / split > 0u ? limit / split : 1u;
     return lim_turn_class(LD(&c->longest), limit);
+}
+
+/* The container's processes that split its window on `c`'s device (lim_split_wait), this one
+ * among them when `want`, which it publishes in its slot: their slots in part order go to
+ * c->split_slot, this one's part to c->split_rank, their number to c->split (0 when more than
+ * LIM_SPLIT_MAX).  One that launched (or waited to) longer than `stale` ago counts no more (a
+ * dead one).  Scans the region's process slots only when `want`. */
+static void split_window(struct vgpu_cdev *c, uint64_t now, int want, uint64_t stale)
+{
+    struct vgpu_region_proc *me = vgpu_cs.proc;
+    uint32_t bit = c->region_idx >= 0 ? 1u << c->region_idx : 0u, n = 0, i;
+
+    if (me == NULL || bit == 0u || !want) {
+        if (me != NULL && (LD(&me->compute.split_devs) & bit))
+            __atomic_fetch_and(&me->compute.split_devs, ~bit, __ATOMIC_RELAXED);
+        ST(&c->split, 0u);
+        return;
+    }
+    if (!(LD(&me->compute.split_devs) & bit)) {
+        ST(&me->compute.busy_until_ns, LD(&c->horizon));
+        __atomic_fetch_or(&me->compute.split_devs, bit, __ATOMIC_RELAXED);
+    }
+    for (i = 0; i < VGPU_MAX_PROCS; i++) {
+        struct vgpu_region_proc *p = &vgpu_cs.region.r->procs[i];
+        if (p != me && (LD(&p->state) != VGPU_PROC_ACTIVE ||
+                        !(LD(&p->compute.split_devs) & bit) ||
+                        LD(&p->compute.active_ns) + stale < now))
+            continue;
+        if (n < LIM_SPLIT_MAX)
+            ST(&c->split_slot[n], i);
+        if (p == me)
+            ST(&c->split_rank, n);
+        n++;
+    }
+    ST(&c->split, n <= LIM_SPLIT_MAX ? n : 0u);
 }
 
 /* This container's turn on the device, by its `share`, among the `n` other paced containers
@@ -361,12 +402,22 @@ void vgpu_tick(uint64_t now)
             ST(&c->nclaim, n);
         }
         /* a light one is out of the turns: the others count it out of theirs (node.c) */
-        ST(&c->turn, v.node_known && r.limit_pct && !r.yield && !v.light
-                         ? turn_of(c, members,
-                                   vgpu_node_paced(vgpu_cs.node, c->uuid, vgpu_cs.container_id,
-                                                   now, 0, members, LIM_TURN_MAX - 1),
-                                   r.share_pct)
-                         : 0u);
+        {
+            uint64_t turn = v.node_known && r.limit_pct && !r.yield && !v.light
+                                ? turn_of(c, members,
+                                          vgpu_node_paced(vgpu_cs.node, c->uuid,
+                                                          vgpu_cs.container_id, now, 0, members,
+                                                          LIM_TURN_MAX - 1),
+                                          r.share_pct)
+                                : 0u;
+            /* a part of the container's window, while its kernels are long and it launches (or
+             * waits to) within a period */
+            split_window(c, now,
+                         turn != 0 && LD(&c->longest) >= LIM_SPLIT_LONGEST_NS &&
+                             now - vgpu_cs.last_active_ns <= vgpu_turn_unpack(turn).period_ns,
+                         vgpu_turn_unpack(turn).period_ns);
+            ST(&c->turn, turn);
+        }
         if (LD(&c->turn))
             flags |= VGPU_COMPUTE_FLAG_TURNS;
         if (v.light)

@@ -38,6 +38,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -629,7 +630,20 @@ def bench_shared(r: Runner, **extra: str) -> dict:
     }
 
 
-WEIGHT_PAIRS = ((30, 30), (20, 50), (30, 70), (30, 0))  # 0: no gpucores
+class Weighted(NamedTuple):
+    """One container of a bench_weights pair: its gpucores (0: none) and its processes."""
+    share: int
+    procs: int = 1
+
+    @property
+    def name(self) -> str:
+        return (str(self.share) if self.share else "none") + (
+            f" ({self.procs} procs)" if self.procs > 1 else "")
+
+
+W = Weighted
+WEIGHT_PAIRS = ((W(30), W(30)), (W(20), W(50)), (W(30), W(70)), (W(30), W(0)),
+                (W(30), W(70, procs=2)), (W(30, procs=2), W(70)))
 
 
 def bench_weights(r: Runner, out: list[dict] | None = None) -> list[dict]:
@@ -638,18 +652,21 @@ def bench_weights(r: Runner, out: list[dict] | None = None) -> list[dict]:
     50), as cpu.weight does.  Alone = one container's unlimited rate in the same run; due = each
     share over the pair's sum (a container with no gpucores is due what the other's share
     leaves); within target: within 5 points of it, and the GPU not left idle (the pair's sum at
-    least 90)."""
+    least 90).  A container of several processes counts their throughputs together."""
     out = [] if out is None else out
     ph = r.phase_s
     shape = Shape("mm", 4096, sync=4)
     alone = r.run(shape, f"0:{ph}", r.container())[0]["steps_per_s"]
-    for a, b in WEIGHT_PAIRS:
+    for pair in WEIGHT_PAIRS:
         start = time.monotonic() + 15.0
-        pa, pb = (r.start(shape, f"-1:{ph}", r.container(
-            **({"CUDA_DEVICE_SM_LIMIT": str(x)} if x else {})), start) for x in (a, b))
+        pa, pb = (r.start(replace(shape, procs=m.procs), f"-1:{ph}", r.container(
+            **({"CUDA_DEVICE_SM_LIMIT": str(m.share)} if m.share else {})), start)
+            for m in pair)
         got = [round(100 * r.results(p)[0]["steps_per_s"] / alone, 1) for p in (pa, pb)]
+        a, b = (m.share for m in pair)
         due = [round(100 * x / (a + b), 1) for x in (a, b)] if b else [a, 100 - a]
-        row = {"shares": [a, b], "pct_of_alone": got, "due": due,
+        row = {"shares": [a, b], "containers": [m.name for m in pair], "pct_of_alone": got,
+               "due": due,
                "ok": all(abs(g - d) <= 5 for g, d in zip(got, due, strict=True)) and sum(got) >= 90}
         print(json.dumps(row), flush=True)
         out.append(row)
@@ -973,7 +990,7 @@ def markdown(res: dict) -> str:
                   "| gpucores | got | due | within 5 points, GPU ≥ 90 % used |",
                   "| --- | --- | --- | --- |"]
         for w in res["weights"]:
-            lines.append(f"| {' + '.join(str(x or 'none') for x in w['shares'])} | "
+            lines.append(f"| {' + '.join(w['containers'])} | "
                          f"{' + '.join(map(str, w['pct_of_alone']))} | "
                          f"{' + '.join(map(str, w['due']))} | {'✓' if w['ok'] else '✗'} |")
         lines.append("")
