@@ -642,31 +642,37 @@ class Weighted(NamedTuple):
 
 
 W = Weighted
-WEIGHT_PAIRS = ((W(30), W(30)), (W(20), W(50)), (W(30), W(70)), (W(30), W(0)),
-                (W(30), W(70, procs=2)), (W(30, procs=2), W(70)))
+BUSY, LONG = Shape("mm", 4096, sync=4), Shape("mm", 16384, sync=1)  # ~0.2-ms, ~12-ms kernels
+WEIGHT_PAIRS = ((BUSY, W(30), W(30)), (BUSY, W(20), W(50)), (BUSY, W(30), W(70)),
+                (BUSY, W(30), W(0)), (BUSY, W(30), W(70, procs=2)), (BUSY, W(30, procs=2), W(70)),
+                # kernels longer than the GPU's time slice: a container's two processes cut
+                # each other's (limiter.h, lim_split_wait)
+                (LONG, W(30), W(70)), (LONG, W(30), W(70, procs=2)), (LONG, W(30, procs=2), W(70)))
 
 
-def bench_weights(r: Runner, out: list[dict] | None = None) -> list[dict]:
-    """Under `default` gpucores is a weight: two busy containers (4096² sync/4, low priority)
-    whose shares sum to less than 100 split the whole GPU in proportion to them (30 + 30: 50 +
-    50), as cpu.weight does.  Alone = one container's unlimited rate in the same run; due = each
-    share over the pair's sum (a container with no gpucores is due what the other's share
-    leaves); within target: within 5 points of it, and the GPU not left idle (the pair's sum at
-    least 90).  A container of several processes counts their throughputs together."""
+def bench_weights(r: Runner, pairs: tuple[tuple[Shape, Weighted, Weighted], ...] = WEIGHT_PAIRS,
+                  out: list[dict] | None = None) -> list[dict]:
+    """Under `default` gpucores is a weight: two busy containers (low priority) whose shares sum
+    to less than 100 split the whole GPU in proportion to them (30 + 30: 50 + 50), as cpu.weight
+    does.  Alone = one container's unlimited rate of the shape in the same run; due = each share
+    over the pair's sum (a container with no gpucores is due what the other's share leaves);
+    within target: within 5 points of it, and the GPU not left idle (the pair's sum at least
+    90).  A container of several processes counts their throughputs together."""
     out = [] if out is None else out
     ph = r.phase_s
-    shape = Shape("mm", 4096, sync=4)
-    alone = r.run(shape, f"0:{ph}", r.container())[0]["steps_per_s"]
-    for pair in WEIGHT_PAIRS:
+    alone: dict[Shape, float] = {}
+    for shape, *pair in pairs:
+        if shape not in alone:
+            alone[shape] = r.run(shape, f"0:{ph}", r.container())[0]["steps_per_s"]
         start = time.monotonic() + 15.0
         pa, pb = (r.start(replace(shape, procs=m.procs), f"-1:{ph}", r.container(
             **({"CUDA_DEVICE_SM_LIMIT": str(m.share)} if m.share else {})), start)
             for m in pair)
-        got = [round(100 * r.results(p)[0]["steps_per_s"] / alone, 1) for p in (pa, pb)]
+        got = [round(100 * r.results(p)[0]["steps_per_s"] / alone[shape], 1) for p in (pa, pb)]
         a, b = (m.share for m in pair)
         due = [round(100 * x / (a + b), 1) for x in (a, b)] if b else [a, 100 - a]
-        row = {"shares": [a, b], "containers": [m.name for m in pair], "pct_of_alone": got,
-               "due": due,
+        row = {"shape": shape.name, "shares": [a, b], "containers": [m.name for m in pair],
+               "pct_of_alone": got, "due": due,
                "ok": all(abs(g - d) <= 5 for g, d in zip(got, due, strict=True)) and sum(got) >= 90}
         print(json.dumps(row), flush=True)
         out.append(row)
@@ -985,12 +991,12 @@ def markdown(res: dict) -> str:
                   f"{sh['30_idle']['70']}; 30 resumed: {sh['30_resumed']['30']} + "
                   f"{sh['30_resumed']['70']}.", ""]
     if res.get("weights"):
-        lines += ["Busy containers under `default` (4096² sync/4), % of one alone: gpucores "
-                  "as weights (due: each share over the pair's sum)", "",
-                  "| gpucores | got | due | within 5 points, GPU ≥ 90 % used |",
-                  "| --- | --- | --- | --- |"]
+        lines += ["Busy containers under `default`, % of one alone: gpucores as weights (due: "
+                  "each share over the pair's sum)", "",
+                  "| shape | gpucores | got | due | within 5 points, GPU ≥ 90 % used |",
+                  "| --- | --- | --- | --- | --- |"]
         for w in res["weights"]:
-            lines.append(f"| {' + '.join(w['containers'])} | "
+            lines.append(f"| {w.get('shape', '')} | {' + '.join(w['containers'])} | "
                          f"{' + '.join(map(str, w['pct_of_alone']))} | "
                          f"{' + '.join(map(str, w['due']))} | {'✓' if w['ok'] else '✗'} |")
         lines.append("")
@@ -1105,6 +1111,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="shapes,cold,shared,priority",
                     help=f"comma list of sections, of: {', '.join(SECTIONS)}")
     ap.add_argument("--shapes", default="", help="comma list of shape indexes to run (default all)")
+    ap.add_argument("--pairs", default="",
+                    help="weights: comma list of WEIGHT_PAIRS indexes to run (default all)")
     ap.add_argument("--cold-starts", default="",
                     help="comma list of cold-start indexes (default all)")
     ap.add_argument("--shared-cold-rounds", type=int, default=2,
@@ -1129,10 +1137,14 @@ def main(argv: list[str] | None = None) -> int:
     if only - set(SECTIONS):
         ap.error(f"--only: unknown {sorted(only - set(SECTIONS))} (valid: {', '.join(SECTIONS)})")
     try:
+        if any(int(x) < 0 for x in f"{args.shapes},{args.pairs}".split(",") if x):
+            raise ValueError("negative index")
         idx = [int(x) for x in args.shapes.split(",") if x] or list(range(len(SHAPES)))
         shapes = tuple(SHAPES[i] for i in idx)
+        pairs = tuple(WEIGHT_PAIRS[int(x)] for x in args.pairs.split(",") if x) or WEIGHT_PAIRS
     except (ValueError, IndexError):
-        ap.error(f"--shapes {args.shapes!r}: indexes 0..{len(SHAPES) - 1}, comma separated")
+        ap.error(f"--shapes {args.shapes!r} / --pairs {args.pairs!r}: indexes 0..{len(SHAPES) - 1}"
+                 f" / 0..{len(WEIGHT_PAIRS) - 1}, comma separated")
     try:
         cold = tuple(COLD[int(x)] for x in args.cold_starts.split(",") if x) or COLD
     except (ValueError, IndexError):
@@ -1181,7 +1193,7 @@ def main(argv: list[str] | None = None) -> int:
             if "shared" in only:
                 res["shared"] = bench_shared(r)
             if "weights" in only:
-                bench_weights(r, out=res.setdefault("weights", []))
+                bench_weights(r, pairs, out=res.setdefault("weights", []))
             if "newcomer" in only:
                 bench_newcomer(r, out=res.setdefault("newcomer", []))
             if "sharedcold" in only:

@@ -223,16 +223,20 @@ class Member(NamedTuple):
     grid: int  # kernel µs
     env: dict[str, str]
     procs: int = 1  # processes of the container
+    # environment of its processes after the first, over `env`: (name, value) pairs
+    sibling: tuple[tuple[str, str], ...] = ()
 
 
-def member(grid: int, env: dict[str, str], gpucores: int | None, procs: int) -> Member:
+def member(grid: int, env: dict[str, str], gpucores: int | None, procs: int,
+           sibling: dict[str, str] | None = None) -> Member:
     return Member(grid, env | ({"CUDA_DEVICE_SM_LIMIT": str(gpucores)} if gpucores else {}),
-                  procs)
+                  procs, tuple((sibling or {}).items()))
 
 
-def busy(gpucores: int | None = None, procs: int = 1, **extra: str) -> Member:
-    """A busy loop of 1-ms kernels synchronised every 4; no gpucores when None."""
-    return member(1000, {"LAUNCH_LOOP_SYNC": "4", **extra}, gpucores, procs)
+def busy(gpucores: int | None = None, procs: int = 1, grid: int = 1000,
+         sibling: dict[str, str] | None = None, **extra: str) -> Member:
+    """A busy loop of 1-ms kernels (`grid` µs) synchronised every 4; no gpucores when None."""
+    return member(grid, {"LAUNCH_LOOP_SYNC": "4", **extra}, gpucores, procs, sibling)
 
 
 def service(gpucores: int | None = None) -> Member:
@@ -264,6 +268,14 @@ SHARES: dict[str, list[Member]] = {
     # containers of two processes (shares summed per container)
     "30 + 70 of two processes": [busy(30), busy(70, procs=2)],
     "30 of two processes + 70": [busy(30, procs=2), busy(70)],
+    # ... with kernels longer than the GPU's time slice (they split the container's window)
+    "3-ms kernels: 30 + 70": [busy(30, grid=3000), busy(70, grid=3000)],
+    "3-ms kernels: 30 + 70 of two processes": [busy(30, grid=3000), busy(70, procs=2, grid=3000)],
+    "3-ms kernels: 30 of two processes + 70": [busy(30, procs=2, grid=3000), busy(70, grid=3000)],
+    "3-ms kernels: 30 + 70 of a busy process and one launching every ~33 ms": [
+        busy(30, grid=3000),
+        busy(70, procs=2, grid=3000,
+             sibling={"LAUNCH_LOOP_SYNC": "1", "LAUNCH_LOOP_IDLE_US": "30000"})],
 }
 
 
@@ -277,7 +289,7 @@ def shares(tmp: Path, ll: Path, baseline: Path | None) -> list[str]:
             e = env(tmp, f"s{i}-{lib is None}", shim=lib)
             procs = [[loop(ll, e, m.grid, 3.0,
                            CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"s{i}-{lib is None}-{k}"),
-                           **m.env) for _ in range(m.procs)]
+                           **(m.env | (dict(m.sibling) if j else {}))) for j in range(m.procs)]
                      for k, m in enumerate(members)]
             got = [sum(share(p) for p in container) for container in procs]
             cells.setdefault(label, {})[name] = (" + ".join(f"{x:.2f}" for x in got)

@@ -42,6 +42,8 @@
  *       ns; `:c` a capped member)
  *   limiter_driver turnwait OFF_NS LEN_NS NOW_NS QUEUED_NS COST_NS [PERIOD_NS]
  *                                          (prints lim_turn_wait; the period defaults to 40 ms)
+ *   limiter_driver splitwait OFF_NS LEN_NS PERIOD_NS RANK N IDLE NOW_NS QUEUED_NS COST_NS
+ *                                          (prints lim_split_wait; IDLE the idle parts' bits)
  *   limiter_driver turnclass LONGEST_NS LIMIT   (prints lim_turn_class)
  *   limiter_driver lowqueue QUEUED_NS COST_NS BOUND_NS   (prints lim_low_queue_wait)
  *   limiter_driver settle TAT_NS CHARGED_NS COST_NS LIMIT   (prints tat after lim_pacer_settle)
@@ -374,6 +376,15 @@ int main(int argc, char **argv)
     }
     if (argc >= 3 && strcmp(argv[1], "window") == 0)
         return cmd_window(argc - 2, argv + 2);
+    if (argc == 11 && strcmp(argv[1], "splitwait") == 0) {
+        struct lim_turn t = {(uint32_t)arg_u64(argv[2]), (uint32_t)arg_u64(argv[3]),
+                             (uint32_t)arg_u64(argv[4])};
+        printf("%llu\n", (unsigned long long)lim_split_wait(
+                             t, (uint32_t)arg_u64(argv[5]), (uint32_t)arg_u64(argv[6]),
+                             (uint32_t)arg_u64(argv[7]), arg_u64(argv[8]), arg_u64(argv[9]),
+                             arg_u64(argv[10])));
+        return 0;
+    }
     if (argc == 4 && strcmp(argv[1], "turnclass") == 0) {
         printf("%u\n", lim_turn_class(arg_u64(argv[2]), (uint32_t)arg_u64(argv[3])));
         return 0;

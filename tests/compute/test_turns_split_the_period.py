@@ -126,3 +126,48 @@ def test_the_wait_follows_the_period(limiter_driver) -> None:
 
 def wait_p(driver, off: int, length: int, now: int, queued: int, cost: int, period: int) -> int:
     return int(driver.run("turnwait", off, length, now, queued, cost, period))
+
+
+def split_wait(driver, rank: int, n: int, idle: int, now: int, queued: int = 0,
+               cost: int = 3 * MS) -> int:
+    """lim_split_wait in a window [10, 34) ms of a 40-ms period (parts of 8 ms when n is 3)."""
+    return int(driver.run("splitwait", 10 * MS, 24 * MS, PERIOD, rank, n, idle, now, queued,
+                          cost))
+
+
+def test_a_container_s_processes_launch_in_their_own_part_of_its_window(limiter_driver) -> None:
+    base = 1000 * PERIOD
+    # three processes: parts [10, 18), [18, 26), [26, 34) ms; none idle
+    assert split_wait(limiter_driver, 0, 3, 0, base + 11 * MS) == 0
+    assert split_wait(limiter_driver, 1, 3, 0, base + 11 * MS) == 7 * MS  # waits for 18 ms
+    assert split_wait(limiter_driver, 2, 3, 0, base + 11 * MS) == 15 * MS
+    assert split_wait(limiter_driver, 1, 3, 0, base + 20 * MS) == 0
+    # its own part holds its launch as a window would: from 20 ms, 4 ms queued and 3 more end at
+    # 27, 1 ms past the part, under half the launch (go); 5 ms queued, 2 ms past: the next part
+    assert split_wait(limiter_driver, 1, 3, 0, base + 20 * MS, 4 * MS) == 0
+    assert split_wait(limiter_driver, 1, 3, 0, base + 20 * MS, 5 * MS) == 38 * MS
+    # outside the container's window: the next own part
+    assert split_wait(limiter_driver, 0, 3, 0, base + 36 * MS) == 14 * MS
+
+
+def test_an_idle_sibling_s_part_is_the_others(limiter_driver) -> None:
+    base = 1000 * PERIOD
+    # the process of part 1 idle (bit 1): part 0's runs on through it, 2's may start in it
+    assert split_wait(limiter_driver, 0, 3, 0b010, base + 19 * MS) == 0
+    assert split_wait(limiter_driver, 2, 3, 0b010, base + 19 * MS) == 0
+    assert split_wait(limiter_driver, 2, 3, 0, base + 19 * MS) == 7 * MS
+    # the run goes on through idle parts and one's own: part 0 from 11 ms with 1 and 2 idle has
+    # the whole window (queued work to 31 ms, and 3 ms more end at 34)
+    assert split_wait(limiter_driver, 0, 3, 0b110, base + 11 * MS, 20 * MS, 3 * MS) == 0
+    # ... but stops at a busy sibling's part: 1 busy, so part 0's ends at 18 ms
+    assert split_wait(limiter_driver, 0, 3, 0b100, base + 11 * MS, 6 * MS, 3 * MS) == 39 * MS
+    # an idle part of its own does nothing for one whose part has not come (2, at 11 ms, with
+    # only part 2 idle: waits for 26 ms)
+    assert split_wait(limiter_driver, 2, 3, 0b100, base + 11 * MS) == 15 * MS
+
+
+@pytest.mark.parametrize("n", [0, 1, 9])
+def test_no_split_below_two_processes_or_beyond_the_most(limiter_driver, n: int) -> None:
+    base = 1000 * PERIOD
+    assert split_wait(limiter_driver, 0, n, 0, base + 20 * MS) == 0
+    assert split_wait(limiter_driver, 0, n, 0, base + 36 * MS) == 14 * MS
