@@ -26,9 +26,9 @@ def containers_together(loop, make_sim_gpu, tmp: Path,
     runs = []
     for r in range(ROUNDS):
         run, gpu = loop.fresh(str(r)), make_sim_gpu().env
-        procs = {f"{i}.{k}": run.start(gpu, "kernel", KERNEL_US, 3.0, LAUNCH_LOOP_SYNC="4",
+        procs = {f"{i}.{k}": run.start(gpu, "kernel", KERNEL_US, 3.0,
                                        CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{r}-{i}"),
-                                       **env)
+                                       **({"LAUNCH_LOOP_SYNC": "4"} | env))
                  for i, container in enumerate(containers) for k, env in enumerate(container)}
         shares = {key: float(loop.result(p)["share"]) for key, p in procs.items()}
         for i in range(len(containers)):
