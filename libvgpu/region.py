@@ -106,7 +106,8 @@ class ComputeContainer(ctypes.Structure):
         ("container_id", u64),
         ("config_state", u32),
         ("reserved0", u32),
-        ("reserved", u64 * 5),
+        ("long_until_ns", u64),
+        ("reserved", u64 * 4),
     ]
 
 

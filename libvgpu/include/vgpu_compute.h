@@ -73,7 +73,9 @@ struct vgpu_compute_container {
     uint64_t container_id; /* random, nonzero once configured: the identity in the node region */
     uint32_t config_state; /* 0 blank, 1 being configured, 2 configured */
     uint32_t reserved0;
-    uint64_t reserved[5];
+    uint64_t long_until_ns; /* a process of it launched long kernels in turns until about then
+                             * (CLOCK_MONOTONIC; ticker.c, the window's split) */
+    uint64_t reserved[4];
 };
 
 /* Per process slot: 32 bytes. */
@@ -81,8 +83,9 @@ struct vgpu_compute_proc {
     uint64_t active_ns; /* CLOCK_MONOTONIC of the process's last launch seen by its ticker */
     uint64_t waited_ns; /* ns this process's launches waited */
     uint32_t yielding;  /* 1 while a launch of this process waits for a high-priority container */
-    uint32_t split_devs; /* device entries (bit = index) where it has a part of the container's
-                          * window (lim_split_wait) */
+    uint32_t split_devs; /* device entries (bit = index) where it takes a part of the
+                          * container's window (lim_split_wait), and (bit = 16 + index) where
+                          * its own kernels are long */
     uint64_t busy_until_ns; /* there: when its queued work ends by its estimates (its busy
                              * horizon), UINT64_MAX while it waits for its part */
 };

@@ -23,7 +23,7 @@
 #define WAIT_MARK_STALE_NS 100000000ull /* a wait in progress moves its mark at least every 2 ms
                                     * (gate.c); one this old belongs to a thread that died in it */
 
-_Static_assert(VGPU_MAX_DEVICES <= 32u, "split_devs holds a bit per device entry");
+_Static_assert(VGPU_MAX_DEVICES <= 16u, "split_devs holds two bits per device entry");
 
 /* The period class this process's longest recent kernels ask for at `limit`: in its part of the
  * container's window where the window is split (lim_split_wait). */
@@ -35,39 +35,48 @@ static uint32_t turn_class(const struct vgpu_cdev *c, uint32_t limit)
     return lim_turn_class(LD(&c->longest), limit);
 }
 
-/* The container's processes that split its window on `c`'s device (lim_split_wait), this one
- * among them when `want`, which it publishes in its slot: their slots in part order go to
- * c->split_slot, this one's part to c->split_rank, their number to c->split (0 when more than
- * LIM_SPLIT_MAX).  One that launched (or waited to) longer than `stale` ago counts no more (a
- * dead one).  Scans the region's process slots only when `want`. */
-static void split_window(struct vgpu_cdev *c, uint64_t now, int want, uint64_t stale)
+/* The container's processes in turns on `c`'s device that split its window (lim_split_wait):
+ * this one among them when `want`, and its kernels long when `islong`, which it publishes in its
+ * slot.  They split it when one of them has long kernels: their slots in part order go to
+ * c->split_slot, this one's part to c->split_rank, their number to c->split (0: no split, also
+ * when more than LIM_SPLIT_MAX).  One that launched (or waited to) longer than `stale` ago counts
+ * no more (a dead one).  Scans the region's process slots only when `want`. */
+static void split_window(struct vgpu_cdev *c, uint64_t now, int want, int islong, uint64_t stale)
 {
     struct vgpu_region_proc *me = vgpu_cs.proc;
-    uint32_t bit = c->region_idx >= 0 ? 1u << c->region_idx : 0u, n = 0, i;
+    uint32_t part = c->region_idx >= 0 ? 1u << c->region_idx : 0u, n = 0, i;
+    uint32_t mine = want ? part | (islong ? part << 16 : 0u) : 0u, longs = 0, old;
 
-    if (me == NULL || bit == 0u || !want) {
-        if (me != NULL && (LD(&me->compute.split_devs) & bit))
-            __atomic_fetch_and(&me->compute.split_devs, ~bit, __ATOMIC_RELAXED);
+    if (me == NULL || part == 0u) {
         ST(&c->split, 0u);
         return;
     }
-    if (!(LD(&me->compute.split_devs) & bit)) {
+    old = LD(&me->compute.split_devs);
+    if (!(old & part) && mine)
         ST(&me->compute.busy_until_ns, LD(&c->horizon));
-        __atomic_fetch_or(&me->compute.split_devs, bit, __ATOMIC_RELAXED);
+    if ((old & (part | part << 16)) != mine) {
+        __atomic_fetch_and(&me->compute.split_devs, ~(part | part << 16), __ATOMIC_RELAXED);
+        if (mine)
+            __atomic_fetch_or(&me->compute.split_devs, mine, __ATOMIC_RELAXED);
+    }
+    if (!want) {
+        ST(&c->split, 0u);
+        return;
     }
     for (i = 0; i < VGPU_MAX_PROCS; i++) {
         struct vgpu_region_proc *p = &vgpu_cs.region.r->procs[i];
-        if (p != me && (LD(&p->state) != VGPU_PROC_ACTIVE ||
-                        !(LD(&p->compute.split_devs) & bit) ||
+        uint32_t bits = LD(&p->compute.split_devs);
+        if (p != me && (LD(&p->state) != VGPU_PROC_ACTIVE || !(bits & part) ||
                         LD(&p->compute.active_ns) + stale < now))
             continue;
+        longs |= (p == me ? mine : bits) & part << 16;
         if (n < LIM_SPLIT_MAX)
             ST(&c->split_slot[n], i);
         if (p == me)
             ST(&c->split_rank, n);
         n++;
     }
-    ST(&c->split, n <= LIM_SPLIT_MAX ? n : 0u);
+    ST(&c->split, longs && n <= LIM_SPLIT_MAX ? n : 0u);
 }
 
 /* This container's turn on the device, by its `share`, among the `n` other paced containers
@@ -410,12 +419,17 @@ void vgpu_tick(uint64_t now)
                                                           LIM_TURN_MAX - 1),
                                           r.share_pct)
                                 : 0u;
-            /* a part of the container's window, while its kernels are long and it launches (or
-             * waits to) within a period */
-            split_window(c, now,
-                         turn != 0 && LD(&c->longest) >= LIM_SPLIT_LONGEST_NS &&
-                             now - vgpu_cs.last_active_ns <= vgpu_turn_unpack(turn).period_ns,
-                         vgpu_turn_unpack(turn).period_ns);
+            /* a part of the container's window, while it launches (or waits to) within a
+             * period and a process of the container has long kernels (the region's process
+             * slots are scanned only then) */
+            uint64_t period = vgpu_turn_unpack(turn).period_ns;
+            uint64_t *long_until = vgpu_cs.proc != NULL
+                                       ? &vgpu_cs.region.r->compute.long_until_ns : NULL;
+            int busy = long_until != NULL && turn != 0 && now - vgpu_cs.last_active_ns <= period;
+            int islong = busy && LD(&c->longest) >= LIM_SPLIT_LONGEST_NS;
+            if (islong && LD(long_until) < now + period / 2u)
+                ST(long_until, now + period);
+            split_window(c, now, busy && (islong || LD(long_until) > now), islong, period);
             ST(&c->turn, turn);
         }
         if (LD(&c->turn))
