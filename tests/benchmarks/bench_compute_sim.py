@@ -223,8 +223,16 @@ class Member(NamedTuple):
     grid: int  # kernel µs
     env: dict[str, str]
     procs: int = 1  # processes of the container
-    # environment of its processes after the first, over `env`: (name, value) pairs
+    # environment of its processes after the first, over `env`: (name, value) pairs; GRID_US
+    # their kernels' µs
     sibling: tuple[tuple[str, str], ...] = ()
+
+    def process(self, j: int) -> tuple[int, dict[str, str]]:
+        """Process `j`'s kernel µs and environment."""
+        if j == 0:
+            return self.grid, self.env
+        extra = dict(self.sibling)
+        return int(extra.pop("GRID_US", self.grid)), self.env | extra
 
 
 def member(grid: int, env: dict[str, str], gpucores: int | None, procs: int,
@@ -272,6 +280,8 @@ SHARES: dict[str, list[Member]] = {
     "3-ms kernels: 30 + 70": [busy(30, grid=3000), busy(70, grid=3000)],
     "3-ms kernels: 30 + 70 of two processes": [busy(30, grid=3000), busy(70, procs=2, grid=3000)],
     "3-ms kernels: 30 of two processes + 70": [busy(30, procs=2, grid=3000), busy(70, grid=3000)],
+    "3-ms kernels: 30 + 70 of a process of 3-ms and one of 0.2-ms kernels": [
+        busy(30, grid=3000), busy(70, procs=2, grid=3000, sibling={"GRID_US": "200"})],
     "3-ms kernels: 30 + 70 of a busy process and one launching every ~33 ms": [
         busy(30, grid=3000),
         busy(70, procs=2, grid=3000,
@@ -287,9 +297,9 @@ def shares(tmp: Path, ll: Path, baseline: Path | None) -> list[str]:
     for i, (name, members) in enumerate(SHARES.items()):
         for label, lib in libs:
             e = env(tmp, f"s{i}-{lib is None}", shim=lib)
-            procs = [[loop(ll, e, m.grid, 3.0,
+            procs = [[loop(ll, e, grid, 3.0,
                            CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"s{i}-{lib is None}-{k}"),
-                           **(m.env | (dict(m.sibling) if j else {}))) for j in range(m.procs)]
+                           **penv) for grid, penv in map(m.process, range(m.procs))]
                      for k, m in enumerate(members)]
             got = [sum(share(p) for p in container) for container in procs]
             cells.setdefault(label, {})[name] = (" + ".join(f"{x:.2f}" for x in got)

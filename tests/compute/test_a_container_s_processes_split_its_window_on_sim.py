@@ -21,17 +21,18 @@ SPARSE = {"LAUNCH_LOOP_SYNC": "1", "LAUNCH_LOOP_IDLE_US": "30000"}  # one kernel
 def containers_together(loop, make_sim_gpu, tmp: Path,
                         *containers: tuple[dict[str, str], ...]) -> dict[str, float]:
     """ROUNDS runs of the containers started together (each a tuple of its processes'
-    environments); the medians of each container's share (its processes' summed) by index, and
-    of each process's (`"i.k"`)."""
+    environments; GRID_US: its kernels' µs, KERNEL_US by default); the medians of each
+    container's share (its processes' summed) by index, and of each process's (`"i.k"`)."""
     runs = []
     for r in range(ROUNDS):
         run, gpu = loop.fresh(str(r)), make_sim_gpu().env
-        procs = {f"{i}.{k}": run.start(gpu, "kernel", KERNEL_US, 3.0,
+        procs = {f"{i}.{k}": run.start(gpu, "kernel", int(env.pop("GRID_US", KERNEL_US)), 3.0,
                                        CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{r}-{i}"),
                                        **({"LAUNCH_LOOP_SYNC": "4"} | env))
-                 for i, container in enumerate(containers) for k, env in enumerate(container)}
+                 for i, container in enumerate(containers)
+                 for k, env in enumerate(map(dict, container))}
         shares = {key: float(loop.result(p)["share"]) for key, p in procs.items()}
-        for i in range(len(containers)):
+        for i in range(len(containers)):  # (a container's own processes' keys start "i.")
             shares[str(i)] = sum(v for key, v in shares.items() if key.startswith(f"{i}."))
         runs.append(shares)
     return medians(runs)
@@ -62,3 +63,14 @@ def test_a_sibling_that_launches_now_and_then_leaves_its_part_to_the_other(
     assert got["0"] == pytest.approx(0.30, abs=0.05), got
     assert got["1"] >= 0.63, got
     assert got["1.1"] >= 0.03, got  # the sparse one still runs (~0.06 alone)
+
+
+@pytest.mark.slow
+def test_a_sibling_with_short_kernels_takes_a_part_beside_long_ones(
+        loop, make_sim_gpu, tmp_path: Path) -> None:
+    # its 0.2-ms kernels' slices cut the other's 2-ms kernels as much: when only processes with
+    # long kernels took parts, the 70 one got 0.60 with 3-ms kernels (0.56 before any split)
+    got = containers_together(loop, make_sim_gpu, tmp_path, (limit(30),),
+                              (limit(70), limit(70, GRID_US="200")))
+    assert got["0"] == pytest.approx(0.30, abs=0.05), got
+    assert got["1"] == pytest.approx(0.70, abs=0.05), got
