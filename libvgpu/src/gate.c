@@ -182,8 +182,6 @@ static void gate_wait_until(uint64_t t)
         sched_yield();
 }
 
-/* Waits for this container's turn (limiter.h) to launch `cost` ns of estimated work; returns
- * the time after the wait.  Gives up when the turns, the limit or the yield verdict change. */
 /* Where the container's window is split among its processes (lim_split_wait, ticker.c): which
  * of the other parts' processes have nothing queued and wait for no part, by part. */
 static uint32_t idle_parts(const struct vgpu_cdev *c, uint32_t n, uint64_t now)
@@ -206,6 +204,9 @@ static void publish_busy(const struct vgpu_cdev *c, uint64_t until)
         ST(&vgpu_cs.proc->compute.busy_until_ns, until);
 }
 
+/* Waits for this container's turn (limiter.h), or for this process's part of it, to launch
+ * `cost` ns of estimated work; returns the time after the wait.  Gives up when the turns, the
+ * limit or the yield verdict change. */
 static uint64_t wait_turn(struct vgpu_cdev *c, uint64_t cost, uint64_t from)
 {
     uint64_t now = from, mark = 0; /* 0: not waiting (every launch in turns comes here) */

@@ -195,12 +195,12 @@ uint64_t lim_split_wait(struct lim_turn t, uint32_t rank, uint32_t n, uint32_t i
         for (cur = 0; cur + 1 < n && rel >= (uint64_t)t.len_ns * (cur + 1u) / n; cur++)
             ;
         if (cur == rank || (idle >> cur & 1u)) {
-            struct lim_turn run = lim_turn_split(t, cur, n);
+            struct lim_turn run = lim_turn_split(t, cur, n), end;
             for (last = cur; last + 1 < n && (last + 1 == rank || (idle >> (last + 1) & 1u));
                  last++)
                 ;
-            run.len_ns = lim_turn_split(t, last, n).off_ns + lim_turn_split(t, last, n).len_ns -
-                         run.off_ns;
+            end = lim_turn_split(t, last, n);
+            run.len_ns = end.off_ns + end.len_ns - run.off_ns;
             if (lim_turn_wait(run, now_ns, queued_ns, cost_ns) == 0)
                 return 0;
         }

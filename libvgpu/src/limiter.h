@@ -117,14 +117,15 @@ uint64_t lim_turn_wait(struct lim_turn t, uint64_t now_ns, uint64_t queued_ns, u
  * on an H100: a 256² matmul waited at most 2.1 ms beside 100-ms kernels), so a kernel longer
  * than a slice is cut by its sibling's slices and its measured span holds them: the container is
  * charged its siblings' time twice (H100, 16384² bf16, ~13-ms kernels, 30 + a 70 of two
- * processes: the 70 one got 54 % of the GPU where one process got 69 %).  So, while their
- * longest kernels take LIM_SPLIT_LONGEST_NS or more, the `n` processes of a container that
- * launch in turns (at most LIM_SPLIT_MAX) split its window into even parts, one each in slot
- * order (`rank`), and launch in their own part, or in a sibling's while that sibling has nothing
- * queued and is not waiting for its part (bit `rank` of `idle`): a sibling that launches now and
- * then leaves its part to the others.  Shorter kernels rarely meet a slice's end, and the
- * smallest of their samples is clean (simulated GPU, 1-ms slices: 0.2-ms kernels 0.27 + 0.70
- * with two processes), so their windows are not split. */
+ * processes: the 70 one got 54 % of the GPU where one process got 69 %).  So, while one of
+ * them has kernels of LIM_SPLIT_LONGEST_NS or more, the `n` processes of a container that launch
+ * in turns (at most LIM_SPLIT_MAX; those with short kernels too, whose slices cut the long ones
+ * as much) split its window into even parts, one each in slot order (`rank`), and launch in
+ * their own part, or in a sibling's while that sibling has nothing queued and is not waiting for
+ * its part (bit `rank` of `idle`): a sibling that launches now and then leaves its part to the
+ * others.  Shorter kernels rarely meet a slice's end, and the smallest of their samples is clean
+ * (simulated GPU, 1-ms slices: 0.2-ms kernels 0.27 + 0.70 with two processes), so where all are
+ * short the window is not split. */
 #define LIM_SPLIT_LONGEST_NS 1000000ull
 #define LIM_SPLIT_MAX        8u
 

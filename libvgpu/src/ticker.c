@@ -425,11 +425,12 @@ void vgpu_tick(uint64_t now)
             uint64_t period = vgpu_turn_unpack(turn).period_ns;
             uint64_t *long_until = vgpu_cs.proc != NULL
                                        ? &vgpu_cs.region.r->compute.long_until_ns : NULL;
-            int busy = long_until != NULL && turn != 0 && now - vgpu_cs.last_active_ns <= period;
-            int islong = busy && LD(&c->longest) >= LIM_SPLIT_LONGEST_NS;
+            int in_turns = long_until != NULL && turn != 0 &&
+                           now - vgpu_cs.last_active_ns <= period;
+            int islong = in_turns && LD(&c->longest) >= LIM_SPLIT_LONGEST_NS;
             if (islong && LD(long_until) < now + period / 2u)
                 ST(long_until, now + period);
-            split_window(c, now, busy && (islong || LD(long_until) > now), islong, period);
+            split_window(c, now, in_turns && (islong || LD(long_until) > now), islong, period);
             ST(&c->turn, turn);
         }
         if (LD(&c->turn))
