@@ -80,7 +80,8 @@ struct vgpu_compute_container {
 
 /* Per process slot: 32 bytes. */
 struct vgpu_compute_proc {
-    uint64_t active_ns; /* CLOCK_MONOTONIC of the process's last launch seen by its ticker */
+    uint64_t active_ns; /* CLOCK_MONOTONIC of the process's last launch seen by its ticker, or
+                         * of its last tick while a launch of it waits in the gate */
     uint64_t waited_ns; /* ns this process's launches waited */
     uint32_t yielding;  /* 1 while a launch of this process waits for a high-priority container */
     uint32_t split_devs; /* device entries (bit = index) where it takes a part of the

@@ -372,12 +372,14 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
         }
         if (wait > 0) {
             uint64_t until = now + wait, mark = wait_begin(c, vgpu_compute_now());
+            publish_busy(c, UINT64_MAX); /* it has work: no sibling runs work into its part */
             for (uint64_t t = now; t < until && LD(&c->limit) != 0 && !LD(&c->yield);
                  t = vgpu_compute_now()) {
                 gate_wait_until(until - t > SLEEP_CHUNK_NS ? t + SLEEP_CHUNK_NS : until);
                 credit_wait(c, &mark);
             }
             wait_end(c, &mark);
+            publish_busy(c, LD(&c->horizon));
             now = vgpu_compute_now();
             if (turns)
                 now = wait_turn(c, charge, now);

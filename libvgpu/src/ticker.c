@@ -304,8 +304,15 @@ void vgpu_tick(uint64_t now)
     if (w & VGPU_COMPUTE_TOUCHED)
         vgpu_cs.last_active_ns = now;
     vgpu_cs_find_proc_slot();
-    if (vgpu_cs.proc != NULL)
-        ST(&vgpu_cs.proc->compute.active_ns, vgpu_cs.last_active_ns);
+    if (vgpu_cs.proc != NULL) {
+        /* what its siblings see (split_window): it launched, or waits in the gate now (a pace
+         * may hold it longer than a period) */
+        uint64_t seen = vgpu_cs.last_active_ns;
+        for (d = 0; d < vgpu_cs.ndev; d++)
+            if (LD(&vgpu_cs.dev[d].wait_mark) != 0)
+                seen = now;
+        ST(&vgpu_cs.proc->compute.active_ns, seen);
+    }
     if (vgpu_cs.have_region) {
         vgpu_cs.policy = LD(&vgpu_cs.region.r->compute.core_policy);
         vgpu_cs.priority = LD(&vgpu_cs.region.r->compute.priority);
@@ -426,7 +433,7 @@ void vgpu_tick(uint64_t now)
             uint64_t *long_until = vgpu_cs.proc != NULL
                                        ? &vgpu_cs.region.r->compute.long_until_ns : NULL;
             int in_turns = long_until != NULL && turn != 0 &&
-                           now - vgpu_cs.last_active_ns <= period;
+                           now - LD(&vgpu_cs.proc->compute.active_ns) <= period;
             int islong = in_turns && LD(&c->longest) >= LIM_SPLIT_LONGEST_NS;
             if (islong && LD(long_until) < now + period / 2u)
                 ST(long_until, now + period);
