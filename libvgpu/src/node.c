@@ -288,6 +288,29 @@ uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16
                    VGPU_NODE_FLAG_LIMITED, out, max);
 }
 
+uint32_t vgpu_node_own_class(const struct vgpu_node_region *r, const uint8_t uuid[16],
+                             uint64_t my_container, uint64_t now_ns)
+{
+    uint32_t i, cls = 0;
+
+    for (i = 0; i < VGPU_NODE_SLOTS; i++) {
+        const struct vgpu_node_slot *s = &r->slots[i];
+        uint32_t turn = LD(&s->turn);
+
+        if (LD(&s->owner) == 0 || LD(&s->container_id) != my_container ||
+            !fresh(__atomic_load_n(&s->heartbeat_ns, __ATOMIC_ACQUIRE), now_ns,
+                   VGPU_NODE_STALE_NS) ||
+            memcmp(s->uuid, uuid, 16) != 0 || !fresh(LD(&s->active_ns), now_ns,
+                                                     VGPU_NODE_ACTIVE_NS) ||
+            (LD(&s->flags) & (VGPU_NODE_FLAG_LIMITED | VGPU_NODE_FLAG_LIGHT)) !=
+                VGPU_NODE_FLAG_LIMITED)
+            continue;
+        if (VGPU_NODE_TURN_CLASS(turn) > cls)
+            cls = VGPU_NODE_TURN_CLASS(turn);
+    }
+    return cls;
+}
+
 uint32_t vgpu_node_lights(const struct vgpu_node_region *r, const uint8_t uuid[16],
                           uint64_t my_container, uint64_t now_ns, struct lim_turn_member *out,
                           uint32_t max)

@@ -104,6 +104,13 @@ uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16
                          uint64_t my_container, uint64_t now_ns, int yielding,
                          struct lim_turn_member *out, uint32_t max);
 
+/* The largest period class (limiter.h, lim_turn_class) that the processes of `my_container`
+ * paced on `uuid` and active at `now_ns` ask for, 0 none: every process of a container takes
+ * its window by the same period (each one's class follows its own longest kernels, and the
+ * other containers take the largest of them). */
+uint32_t vgpu_node_own_class(const struct vgpu_node_region *r, const uint8_t uuid[16],
+                             uint64_t my_container, uint64_t now_ns);
+
 /* The other light containers on `uuid` active at `now_ns` (LIMITED and LIGHT: out of the turns,
  * claiming while busy), one per container, as vgpu_node_paced stores them: what one with no
  * gpucores leaves to them (lim_rest_share) counts their shares, or, with none of their own, them

@@ -80,15 +80,23 @@ static void split_window(struct vgpu_cdev *c, uint64_t now, int want, int islong
 }
 
 /* This container's turn on the device, by its `share`, among the `n` other paced containers
- * active there, `m` (room for one more: limiter.h). */
+ * active there, `m` (room for one more: limiter.h), in periods of the largest class any of its
+ * processes asks for.  (Each process once took its own class: where their longest kernels
+ * differed, its processes computed windows of different periods, and overlapped.) */
 static uint64_t turn_of(const struct vgpu_cdev *c, struct lim_turn_member *m, uint32_t n,
-                        uint32_t share)
+                        uint32_t share, uint64_t now)
 {
     if (n == 0)
         return 0;
     m[n].id = vgpu_cs.container_id;
     m[n].limit_pct = share;
     m[n].period_class = turn_class(c, share);
+    /* its sibling processes' too: one period for the whole container */
+    if (vgpu_cs.node != NULL) {
+        uint32_t own = vgpu_node_own_class(vgpu_cs.node, c->uuid, vgpu_cs.container_id, now);
+        if (own > m[n].period_class)
+            m[n].period_class = own;
+    }
     m[n].capped = LD(&c->capped);
     m[n].rest = LD(&c->rest);
     return vgpu_turn_pack(lim_turn_window(m, n + 1, vgpu_cs.container_id));
@@ -424,7 +432,7 @@ void vgpu_tick(uint64_t now)
                                           vgpu_node_paced(vgpu_cs.node, c->uuid,
                                                           vgpu_cs.container_id, now, 0, members,
                                                           LIM_TURN_MAX - 1),
-                                          r.share_pct)
+                                          r.share_pct, now)
                                 : 0u;
             /* a part of the container's window, while it launches (or waits to) within a
              * period and a process of the container has long kernels (the region's process
