@@ -74,3 +74,15 @@ def test_a_sibling_with_short_kernels_takes_a_part_beside_long_ones(
                               (limit(70), limit(70, GRID_US="200")))
     assert got["0"] == pytest.approx(0.30, abs=0.05), got
     assert got["1"] == pytest.approx(0.70, abs=0.05), got
+
+
+@pytest.mark.slow
+def test_three_processes_take_their_window_by_one_period(loop, make_sim_gpu, tmp_path: Path
+                                                         ) -> None:
+    # each process asked for its own period class, which follows its own longest kernels: with
+    # 3-ms kernels the three computed windows of 160 or 320 ms as their samples varied, and
+    # overlapped (the 70 one 0.46-0.65 in seven runs); one class for the container now
+    three = (limit(70, GRID_US="3000"),) * 3
+    got = containers_together(loop, make_sim_gpu, tmp_path, (limit(30, GRID_US="3000"),), three)
+    assert got["0"] == pytest.approx(0.30, abs=0.05), got
+    assert got["1"] == pytest.approx(0.70, abs=0.07), got
