@@ -139,16 +139,21 @@ void vgpu_node_release(struct vgpu_node_region *r, int slot, uint64_t owner)
 }
 
 /* The container id of a live slot (heartbeat fresh) of another container on `uuid`, else 0. */
-static uint64_t other_live(const struct vgpu_node_slot *s, const uint8_t uuid[16],
-                           uint64_t my_container, uint64_t now_ns)
+/* The container of a live slot on `uuid`, 0 when it is free, stale or on another GPU. */
+static uint64_t live_on(const struct vgpu_node_slot *s, const uint8_t uuid[16], uint64_t now_ns)
 {
-    uint64_t cid;
-
     if (LD(&s->owner) == 0 ||
         !fresh(__atomic_load_n(&s->heartbeat_ns, __ATOMIC_ACQUIRE), now_ns, VGPU_NODE_STALE_NS))
         return 0;
-    cid = LD(&s->container_id);
-    return cid == my_container || memcmp(s->uuid, uuid, 16) != 0 ? 0 : cid;
+    return memcmp(s->uuid, uuid, 16) != 0 ? 0 : LD(&s->container_id);
+}
+
+static uint64_t other_live(const struct vgpu_node_slot *s, const uint8_t uuid[16],
+                           uint64_t my_container, uint64_t now_ns)
+{
+    uint64_t cid = live_on(s, uuid, now_ns);
+
+    return cid == my_container ? 0 : cid;
 }
 
 static int light(const struct vgpu_node_slot *s)
@@ -297,11 +302,8 @@ uint32_t vgpu_node_own_class(const struct vgpu_node_region *r, const uint8_t uui
         const struct vgpu_node_slot *s = &r->slots[i];
         uint32_t turn = LD(&s->turn);
 
-        if (LD(&s->owner) == 0 || LD(&s->container_id) != my_container ||
-            !fresh(__atomic_load_n(&s->heartbeat_ns, __ATOMIC_ACQUIRE), now_ns,
-                   VGPU_NODE_STALE_NS) ||
-            memcmp(s->uuid, uuid, 16) != 0 || !fresh(LD(&s->active_ns), now_ns,
-                                                     VGPU_NODE_ACTIVE_NS) ||
+        if (my_container == 0 || live_on(s, uuid, now_ns) != my_container ||
+            !fresh(LD(&s->active_ns), now_ns, VGPU_NODE_ACTIVE_NS) ||
             (LD(&s->flags) & (VGPU_NODE_FLAG_LIMITED | VGPU_NODE_FLAG_LIGHT)) !=
                 VGPU_NODE_FLAG_LIMITED)
             continue;
