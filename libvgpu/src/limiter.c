@@ -192,7 +192,8 @@ uint64_t lim_split_wait(struct lim_turn t, uint32_t rank, uint32_t n, uint32_t i
         return lim_turn_wait(t, now_ns, queued_ns, cost_ns);
     rel = (now_ns % period + period - t.off_ns) % period;
     if (rel < t.len_ns) {
-        for (cur = 0; cur + 1 < n && rel >= (uint64_t)t.len_ns * (cur + 1u) / n; cur++)
+        for (cur = 0; cur + 1 < n && rel >= lim_turn_split(t, cur + 1u, n).off_ns - t.off_ns;
+             cur++)
             ;
         if (cur == rank || (idle >> cur & 1u)) {
             struct lim_turn run = lim_turn_split(t, cur, n), end;

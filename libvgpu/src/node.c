@@ -138,8 +138,8 @@ void vgpu_node_release(struct vgpu_node_region *r, int slot, uint64_t owner)
                                       __ATOMIC_RELAXED);
 }
 
-/* The container id of a live slot (heartbeat fresh) of another container on `uuid`, else 0. */
-/* The container of a live slot on `uuid`, 0 when it is free, stale or on another GPU. */
+/* The container of a live slot (heartbeat fresh) on `uuid`, 0 when it is free, stale or on
+ * another GPU. */
 static uint64_t live_on(const struct vgpu_node_slot *s, const uint8_t uuid[16], uint64_t now_ns)
 {
     if (LD(&s->owner) == 0 ||
@@ -148,6 +148,7 @@ static uint64_t live_on(const struct vgpu_node_slot *s, const uint8_t uuid[16], 
     return memcmp(s->uuid, uuid, 16) != 0 ? 0 : LD(&s->container_id);
 }
 
+/* The container id of a live slot of another container on `uuid`, else 0. */
 static uint64_t other_live(const struct vgpu_node_slot *s, const uint8_t uuid[16],
                            uint64_t my_container, uint64_t now_ns)
 {
@@ -259,58 +260,49 @@ void vgpu_node_census(const struct vgpu_node_region *r, const uint8_t uuid[16],
 }
 
 /* The other containers on `uuid` active at `now_ns` whose flags under `mask` are `want`, as
- * turn members, one per container. */
+ * turn members, one per container; and, when `own_class` is not NULL, the largest period class
+ * the paced (LIMITED, not LIGHT) active processes of `my_container` there ask for, in the same
+ * pass. */
 static uint32_t members(const struct vgpu_node_region *r, const uint8_t uuid[16],
                         uint64_t my_container, uint64_t now_ns, uint32_t mask, uint32_t want,
-                        struct lim_turn_member *out, uint32_t max)
+                        struct lim_turn_member *out, uint32_t max, uint32_t *own_class)
 {
     uint32_t i, n = 0;
 
+    if (own_class != NULL)
+        *own_class = 0;
     for (i = 0; i < VGPU_NODE_SLOTS; i++) {
         const struct vgpu_node_slot *s = &r->slots[i];
-        uint64_t cid = other_live(s, uuid, my_container, now_ns);
+        uint64_t cid = live_on(s, uuid, now_ns);
         uint32_t turn = LD(&s->turn);
         uint32_t flags = LD(&s->flags);
         struct lim_turn_member m = {cid, VGPU_NODE_TURN_PCT(turn), VGPU_NODE_TURN_CLASS(turn),
                                     (flags & VGPU_NODE_FLAG_CAPPED) ? 1u : 0u,
                                     (flags & VGPU_NODE_FLAG_REST) ? 1u : 0u};
 
-        if (cid == 0 || !fresh(LD(&s->active_ns), now_ns, VGPU_NODE_ACTIVE_NS) ||
-            (flags & mask) != want)
+        if (cid == 0 || !fresh(LD(&s->active_ns), now_ns, VGPU_NODE_ACTIVE_NS))
             continue;
-        lim_turn_merge(out, &n, max, m); /* a container's processes count once */
+        if (cid == my_container) {
+            if (own_class != NULL && m.period_class > *own_class &&
+                (flags & (VGPU_NODE_FLAG_LIMITED | VGPU_NODE_FLAG_LIGHT)) ==
+                    VGPU_NODE_FLAG_LIMITED)
+                *own_class = m.period_class;
+            continue;
+        }
+        if ((flags & mask) == want)
+            lim_turn_merge(out, &n, max, m); /* a container's processes count once */
     }
     return n;
 }
 
 uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16],
                          uint64_t my_container, uint64_t now_ns, int yielding,
-                         struct lim_turn_member *out, uint32_t max)
+                         struct lim_turn_member *out, uint32_t max, uint32_t *own_class)
 {
     return members(r, uuid, my_container, now_ns,
                    VGPU_NODE_FLAG_LIMITED | VGPU_NODE_FLAG_LIGHT |
                        (yielding ? 0u : VGPU_NODE_FLAG_YIELDING),
-                   VGPU_NODE_FLAG_LIMITED, out, max);
-}
-
-uint32_t vgpu_node_own_class(const struct vgpu_node_region *r, const uint8_t uuid[16],
-                             uint64_t my_container, uint64_t now_ns)
-{
-    uint32_t i, cls = 0;
-
-    for (i = 0; i < VGPU_NODE_SLOTS; i++) {
-        const struct vgpu_node_slot *s = &r->slots[i];
-        uint32_t turn = LD(&s->turn);
-
-        if (my_container == 0 || live_on(s, uuid, now_ns) != my_container ||
-            !fresh(LD(&s->active_ns), now_ns, VGPU_NODE_ACTIVE_NS) ||
-            (LD(&s->flags) & (VGPU_NODE_FLAG_LIMITED | VGPU_NODE_FLAG_LIGHT)) !=
-                VGPU_NODE_FLAG_LIMITED)
-            continue;
-        if (VGPU_NODE_TURN_CLASS(turn) > cls)
-            cls = VGPU_NODE_TURN_CLASS(turn);
-    }
-    return cls;
+                   VGPU_NODE_FLAG_LIMITED, out, max, own_class);
 }
 
 uint32_t vgpu_node_lights(const struct vgpu_node_region *r, const uint8_t uuid[16],
@@ -318,5 +310,5 @@ uint32_t vgpu_node_lights(const struct vgpu_node_region *r, const uint8_t uuid[1
                           uint32_t max)
 {
     return members(r, uuid, my_container, now_ns, VGPU_NODE_FLAG_LIMITED | VGPU_NODE_FLAG_LIGHT,
-                   VGPU_NODE_FLAG_LIMITED | VGPU_NODE_FLAG_LIGHT, out, max);
+                   VGPU_NODE_FLAG_LIMITED | VGPU_NODE_FLAG_LIGHT, out, max, NULL);
 }

@@ -99,17 +99,14 @@ uint64_t vgpu_node_claim_end(const struct vgpu_node_region *r, const uint32_t *s
  * YIELDING unless `yielding`), as turn members (limiter.h), one per container (its largest share
  * and class); returns how many were stored (at most `max`).  The turns leave out those waiting
  * for a claim; the shares' scaling (lim_share_scaled) counts them: a member yields only while a
- * claimer is busy, and its neighbours' paces would otherwise flip with its yield every tick. */
-uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16],
-                         uint64_t my_container, uint64_t now_ns, int yielding,
-                         struct lim_turn_member *out, uint32_t max);
-
-/* The largest period class (limiter.h, lim_turn_class) that the processes of `my_container`
- * paced on `uuid` and active at `now_ns` ask for, 0 none: every process of a container takes
+ * claimer is busy, and its neighbours' paces would otherwise flip with its yield every tick.
+ * With `own_class` not NULL, also the largest period class (lim_turn_class) that the paced
+ * processes of `my_container` active there ask for, 0 none: every process of a container takes
  * its window by the same period (each one's class follows its own longest kernels, and the
  * other containers take the largest of them). */
-uint32_t vgpu_node_own_class(const struct vgpu_node_region *r, const uint8_t uuid[16],
-                             uint64_t my_container, uint64_t now_ns);
+uint32_t vgpu_node_paced(const struct vgpu_node_region *r, const uint8_t uuid[16],
+                         uint64_t my_container, uint64_t now_ns, int yielding,
+                         struct lim_turn_member *out, uint32_t max, uint32_t *own_class);
 
 /* The other light containers on `uuid` active at `now_ns` (LIMITED and LIGHT: out of the turns,
  * claiming while busy), one per container, as vgpu_node_paced stores them: what one with no

@@ -54,11 +54,8 @@ static void split_window(struct vgpu_cdev *c, uint64_t now, int want, int islong
     old = LD(&me->compute.split_devs);
     if (!(old & part) && mine)
         ST(&me->compute.busy_until_ns, LD(&c->horizon));
-    if ((old & (part | part << 16)) != mine) {
-        __atomic_fetch_and(&me->compute.split_devs, ~(part | part << 16), __ATOMIC_RELAXED);
-        if (mine)
-            __atomic_fetch_or(&me->compute.split_devs, mine, __ATOMIC_RELAXED);
-    }
+    if ((old & (part | part << 16)) != mine) /* only this process writes its slot's bits */
+        ST(&me->compute.split_devs, (old & ~(part | part << 16)) | mine);
     if (!want) {
         ST(&c->split, 0u);
         return;
@@ -81,22 +78,17 @@ static void split_window(struct vgpu_cdev *c, uint64_t now, int want, int islong
 
 /* This container's turn on the device, by its `share`, among the `n` other paced containers
  * active there, `m` (room for one more: limiter.h), in periods of the largest class any of its
- * processes asks for.  (Each process once took its own class: where their longest kernels
+ * processes asks for (this one's, or `own_class`, its siblings' from vgpu_node_paced).  (Each process once took its own class: where their longest kernels
  * differed, its processes computed windows of different periods, and overlapped.) */
 static uint64_t turn_of(const struct vgpu_cdev *c, struct lim_turn_member *m, uint32_t n,
-                        uint32_t share, uint64_t now)
+                        uint32_t share, uint32_t own_class)
 {
     if (n == 0)
         return 0;
     m[n].id = vgpu_cs.container_id;
     m[n].limit_pct = share;
-    m[n].period_class = turn_class(c, share);
-    /* its sibling processes' too: one period for the whole container */
-    if (vgpu_cs.node != NULL) {
-        uint32_t own = vgpu_node_own_class(vgpu_cs.node, c->uuid, vgpu_cs.container_id, now);
-        if (own > m[n].period_class)
-            m[n].period_class = own;
-    }
+    /* its sibling processes' class too (own_class): one period for the whole container */
+    m[n].period_class = turn_class(c, share) > own_class ? turn_class(c, share) : own_class;
     m[n].capped = LD(&c->capped);
     m[n].rest = LD(&c->rest);
     return vgpu_turn_pack(lim_turn_window(m, n + 1, vgpu_cs.container_id));
@@ -378,7 +370,7 @@ void vgpu_tick(uint64_t now)
         v.others_light = census.light;
         v.others_paced = v.node_known ? vgpu_node_paced(vgpu_cs.node, c->uuid,
                                                         vgpu_cs.container_id, now, 1, members,
-                                                        LIM_TURN_MAX - 1)
+                                                        LIM_TURN_MAX - 1, NULL)
                                       : 0u;
         struct member_sums paced = sum_members(members, v.others_paced), lights = {0, 0, 0, 0};
         v.others_paced_pct = paced.pct;
@@ -427,13 +419,13 @@ void vgpu_tick(uint64_t now)
         }
         /* a light one is out of the turns: the others count it out of theirs (node.c) */
         {
-            uint64_t turn = v.node_known && r.limit_pct && !r.yield && !v.light
-                                ? turn_of(c, members,
-                                          vgpu_node_paced(vgpu_cs.node, c->uuid,
-                                                          vgpu_cs.container_id, now, 0, members,
-                                                          LIM_TURN_MAX - 1),
-                                          r.share_pct, now)
-                                : 0u;
+            uint32_t own_class = 0, n = 0;
+            uint64_t turn = 0;
+            if (v.node_known && r.limit_pct && !r.yield && !v.light) {
+                n = vgpu_node_paced(vgpu_cs.node, c->uuid, vgpu_cs.container_id, now, 0, members,
+                                    LIM_TURN_MAX - 1, &own_class);
+                turn = turn_of(c, members, n, r.share_pct, own_class);
+            }
             /* a part of the container's window, while it launches (or waits to) within a
              * period and a process of the container has long kernels (the region's process
              * slots are scanned only then) */
