@@ -134,14 +134,15 @@ def test_caps_are_published_as_caps(rows: list[Row]) -> None:
             assert r.out_capped == (0 if r.policy == DEFAULT else 1), r
 
 
-def test_a_low_beside_busy_light_neighbours_alone_yields_but_is_not_held(rows: list[Row]) -> None:
+def test_a_low_beside_busy_light_neighbours_alone_is_not_held(rows: list[Row]) -> None:
     # a light neighbour is held to its own share and claims the GPU while busy: a `default` low
-    # waits for it and takes the rest, as beside a high one, without a pace of its own (the
-    # pace only cost it the GPU's idle time between the light one's requests)
+    # waits for its claims and takes the rest, without a pace of its own (the pace only cost it
+    # the GPU's idle time between the light one's requests).  It waits launch by launch (the
+    # claimers list, ticker.c), not by the verdict's yield, which takes it out of the turns
     for r in rows:
         if (r.policy == DEFAULT and r.priority == LOW and r.no_agent and r.node_known and
                 r.others_light and not (r.others_high or r.others_low) and not r.light):
-            assert (r.out_limit, r.out_yield) == (0, 1), r
+            assert (r.out_limit, r.out_yield) == (0, 0), r
 
 
 def test_high_priority_is_not_held_to_gpucores_and_never_yields(rows: list[Row]) -> None:
@@ -156,13 +157,15 @@ def test_low_priority_yields_while_high_priority_is_active(rows: list[Row]) -> N
             assert r.out_yield == (1 if r.others_high else 0), r
 
 
-def test_under_default_a_busy_light_neighbour_claims_like_a_high_one(rows: list[Row]) -> None:
-    # a light container (using under half its share lately) claims the GPU while busy: default
-    # lows wait for it as for a high one, but light ones not for each other (nor forced ones)
+def test_under_default_only_a_busy_high_neighbour_makes_a_low_yield(rows: list[Row]) -> None:
+    # a light container (using under 90 % of its share lately) claims the GPU while busy, and
+    # `default` lows wait for its claims launch by launch, as for a high one's; but the verdict
+    # yields (out of the turns, the pace cut short) only for a high one: a light one's claims
+    # are a request and 0.4 ms each, and a tick that fell in one took a member out of the turns
+    # for 10 ms and the others' windows with it
     for r in rows:
         if r.policy == DEFAULT and r.no_agent and r.priority == LOW:
-            want = r.others_high or (r.others_light and not r.light)
-            assert r.out_yield == (1 if want else 0), r
+            assert r.out_yield == (1 if r.others_high else 0), r
 
 
 def test_a_light_container_is_held_to_its_share_beside_whoever_is_busy(rows: list[Row]) -> None:
