@@ -344,7 +344,7 @@ def test_paced_members_keep_their_turns_while_a_light_one_claims(loop, make_sim_
     # then 15 ms idle: ~0.1 of the GPU) and wait for its claims launch by launch.  Their ticker
     # also took a busy light neighbour as a reason to yield: a tick that fell in one of the
     # service's claims (its request and 0.4 ms) took the loop out of the turns for 10 ms and
-    # the other one's windows with it (0.941-0.957 of the GPU used; beside the tiny share a
+    # the other one's windows with it (0.910-0.957 of the GPU used; beside the tiny share a
     # service with no gpucores gets beside 30 + 70, 0.921-0.973: the 70 one at 0.61-0.64)
     def one(run, gpu: dict[str, str], i: int) -> dict[str, float]:
         regions = tmp_path / str(i)
