@@ -78,17 +78,18 @@ static void split_window(struct vgpu_cdev *c, uint64_t now, int want, int islong
 
 /* This container's turn on the device, by its `share`, among the `n` other paced containers
  * active there, `m` (room for one more: limiter.h), in periods of the largest class any of its
- * processes asks for (this one's, or `own_class`, its siblings' from vgpu_node_paced).  (Each process once took its own class: where their longest kernels
- * differed, its processes computed windows of different periods, and overlapped.) */
+ * processes asks for: this one's, or `own_class`, its siblings' (vgpu_node_paced).  (Each
+ * process once took its own class: where their longest kernels differed, its processes computed
+ * windows of different periods, and overlapped.) */
 static uint64_t turn_of(const struct vgpu_cdev *c, struct lim_turn_member *m, uint32_t n,
                         uint32_t share, uint32_t own_class)
 {
     if (n == 0)
         return 0;
+    uint32_t mine = turn_class(c, share);
     m[n].id = vgpu_cs.container_id;
     m[n].limit_pct = share;
-    /* its sibling processes' class too (own_class): one period for the whole container */
-    m[n].period_class = turn_class(c, share) > own_class ? turn_class(c, share) : own_class;
+    m[n].period_class = mine > own_class ? mine : own_class; /* one period for the container */
     m[n].capped = LD(&c->capped);
     m[n].rest = LD(&c->rest);
     return vgpu_turn_pack(lim_turn_window(m, n + 1, vgpu_cs.container_id));
