@@ -100,6 +100,8 @@ struct vgpu_cdev {
     uint64_t chg_t[VGPU_CS_CHARGED], chg_v[VGPU_CS_CHARGED]; /* charged_ns, one reading a tick */
     uint32_t chg_n;
     uint64_t horizon; /* when this process's estimated queued work on the device ends (atomic) */
+    uint64_t gap;     /* how long it had nothing queued there before its latest launch came
+                       * (lim_split_busy_until; atomic) */
     uint32_t flags;   /* VGPU_COMPUTE_FLAG_* */
     int region_idx;   /* device entry, -1: not in the region yet, `local` is used */
     uint8_t uuid[16];

@@ -197,11 +197,14 @@ static uint32_t idle_parts(const struct vgpu_cdev *c, uint32_t n, uint64_t now)
     return idle;
 }
 
-/* This process's busy horizon, where its siblings read it (idle_parts). */
+/* This process's busy horizon `until` (UINT64_MAX: it waits for its part), where its siblings
+ * read it (idle_parts), held a kernel longer (lim_split_busy_until). */
 static void publish_busy(const struct vgpu_cdev *c, uint64_t until)
 {
     if (LD(&c->split) > 1u && vgpu_cs.proc != NULL)
-        ST(&vgpu_cs.proc->compute.busy_until_ns, until);
+        ST(&vgpu_cs.proc->compute.busy_until_ns,
+           until == UINT64_MAX ? until
+                               : lim_split_busy_until(until, LD(&c->longest), LD(&c->gap)));
 }
 
 /* Waits for this container's turn (limiter.h), or for this process's part of it, to launch
@@ -270,7 +273,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
                     struct vgpu_capture_mode *m)
 {
     struct vgpu_cdev *c = &vgpu_cs.dev[d];
-    uint64_t est, raw = 0, wait, outstanding, queued;
+    uint64_t est, raw = 0, wait, outstanding, queued, came = now;
     uint32_t limit;
     int known = 0; /* the samples the signature has, up to LIM_COST_SAMPLES */
     int want_sample;
@@ -402,6 +405,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
          * little long than a starting high-priority job is seen idle while its first kernels
          * wait. */
         uint64_t hz = LD(&c->horizon);
+        ST(&c->gap, came > hz ? came - hz : 0u);
         hz = (hz > now ? hz : now) + queued;
         ST(&c->horizon, hz);
         publish_busy(c, hz);

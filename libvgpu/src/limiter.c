@@ -209,6 +209,15 @@ uint64_t lim_split_wait(struct lim_turn t, uint32_t rank, uint32_t n, uint32_t i
     return lim_turn_wait(lim_turn_split(t, rank, n), now_ns, queued_ns, cost_ns);
 }
 
+uint64_t lim_split_busy_until(uint64_t horizon_ns, uint64_t longest_ns, uint64_t gap_ns)
+{
+    uint64_t kernel = longest_ns > LIM_SPLIT_LONGEST_NS ? longest_ns : LIM_SPLIT_LONGEST_NS;
+
+    if (gap_ns >= kernel)
+        return horizon_ns;
+    return horizon_ns > UINT64_MAX - kernel ? UINT64_MAX : horizon_ns + kernel;
+}
+
 /* ---- clock (DVFS) correction ------------------------------------------------------------------ */
 
 uint32_t lim_clock_scale_ppm(uint32_t f_now_mhz, uint32_t f_sat_mhz)

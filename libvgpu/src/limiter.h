@@ -138,6 +138,19 @@ struct lim_turn lim_turn_split(struct lim_turn t, uint32_t rank, uint32_t n);
 uint64_t lim_split_wait(struct lim_turn t, uint32_t rank, uint32_t n, uint32_t idle,
                         uint64_t now_ns, uint64_t queued_ns, uint64_t cost_ns);
 
+/* Until when a process of a split window counts as busy to its siblings (not idle in
+ * lim_split_wait) when its queued work ends at `horizon_ns` by its estimates, and it had nothing
+ * queued for `gap_ns` before its latest launch came.  One that came back within a kernel of its
+ * work's end (a loop synchronising each kernel: ~0.2 ms) is held busy one of its longest recent
+ * kernels past its horizon (`longest_ns`, LIM_SPLIT_LONGEST_NS at least): a sibling polling for
+ * an idle part found one in those gaps, and in a kernel cut by time slices that ran past its
+ * estimate, and ran in the part beside its owner, time-sliced, to the part's end (H100, torch
+ * 16384² matmuls synchronised each, ~11 ms, a 70 of two processes beside a 30: 21 % of the time
+ * two kernels at once, each pair 26-29 ms, the 70 at 50 % of the GPU).  One that came back
+ * later (it sleeps between requests) is idle at its horizon, so its part goes on to the others
+ * at once. */
+uint64_t lim_split_busy_until(uint64_t horizon_ns, uint64_t longest_ns, uint64_t gap_ns);
+
 /* ---- clock (DVFS) correction ------------------------------------------------------------------
  * A power-capped GPU runs slower clocks under full load (H200, 4096² bf16 matmul: 1515 MHz at
  * 700 W) than under a limited load (1980 MHz), so a kernel takes less GPU time when its container

@@ -53,7 +53,8 @@ static void split_window(struct vgpu_cdev *c, uint64_t now, int want, int islong
     }
     old = LD(&me->compute.split_devs);
     if (!(old & part) && mine)
-        ST(&me->compute.busy_until_ns, LD(&c->horizon));
+        ST(&me->compute.busy_until_ns,
+           lim_split_busy_until(LD(&c->horizon), LD(&c->longest), LD(&c->gap)));
     if ((old & (part | part << 16)) != mine) /* only this process writes its slot's bits */
         ST(&me->compute.split_devs, (old & ~(part | part << 16)) | mine);
     if (!want) {

@@ -44,6 +44,7 @@
  *                                          (prints lim_turn_wait; the period defaults to 40 ms)
  *   limiter_driver splitwait OFF_NS LEN_NS PERIOD_NS RANK N IDLE NOW_NS QUEUED_NS COST_NS
  *                                          (prints lim_split_wait; IDLE the idle parts' bits)
+ *   limiter_driver splitbusy HORIZON_NS LONGEST_NS GAP_NS   (prints lim_split_busy_until)
  *   limiter_driver turnclass LONGEST_NS LIMIT   (prints lim_turn_class)
  *   limiter_driver lowqueue QUEUED_NS COST_NS BOUND_NS   (prints lim_low_queue_wait)
  *   limiter_driver settle TAT_NS CHARGED_NS COST_NS LIMIT   (prints tat after lim_pacer_settle)
@@ -383,6 +384,11 @@ int main(int argc, char **argv)
                              t, (uint32_t)arg_u64(argv[5]), (uint32_t)arg_u64(argv[6]),
                              (uint32_t)arg_u64(argv[7]), arg_u64(argv[8]), arg_u64(argv[9]),
                              arg_u64(argv[10])));
+        return 0;
+    }
+    if (argc == 5 && strcmp(argv[1], "splitbusy") == 0) {
+        printf("%llu\n", (unsigned long long)lim_split_busy_until(
+                             arg_u64(argv[2]), arg_u64(argv[3]), arg_u64(argv[4])));
         return 0;
     }
     if (argc == 4 && strcmp(argv[1], "turnclass") == 0) {

@@ -166,6 +166,22 @@ def test_an_idle_sibling_s_part_is_the_others(limiter_driver) -> None:
     assert split_wait(limiter_driver, 2, 3, 0b100, base + 11 * MS) == 15 * MS
 
 
+def test_a_sibling_that_comes_back_at_once_counts_busy_a_kernel_past_its_work(
+        limiter_driver) -> None:
+    # a loop synchronising each 11-ms kernel has nothing queued for ~0.2 ms before its next
+    # launch, and a kernel cut by time slices ends past its estimate: neither frees its part
+    def busy_until(horizon: int, longest: int, gap: int) -> int:
+        return int(limiter_driver.run("splitbusy", horizon, longest, gap))
+
+    assert busy_until(100 * MS, 11 * MS, 200_000) == 111 * MS
+    assert busy_until(100 * MS, 200_000, 0) == 101 * MS  # a millisecond at least
+    assert busy_until(2**64 - 2 * MS, 11 * MS, 0) == 2**64 - 1  # saturates, never wraps
+    # one that came back a kernel or more after its work (it sleeps between requests): its part
+    # is free at its horizon
+    assert busy_until(100 * MS, 2 * MS, 30 * MS) == 100 * MS
+    assert busy_until(100 * MS, 2 * MS, 2 * MS) == 100 * MS
+
+
 @pytest.mark.parametrize("n", [0, 1, 9])
 def test_no_split_below_two_processes_or_beyond_the_most(limiter_driver, n: int) -> None:
     base = 1000 * PERIOD
