@@ -138,7 +138,7 @@ def _judge_one(w: Workload, s: Snapshot, policy: AgentPolicy,
                 out.append(verdict(VerdictKind.MEMORY, limit.bytes,
                                    f"memory above the limit by {', '.join(over)}", over))
         if w.managed and w.shim_used is not None:
-            detail, sources = _bypass(w, s, gpu, shim_pids, shim or 0, ebpf, nvml, tol)
+            detail, sources = _bypass(w, s, gpu, shim_pids, shim or 0, tol)
             if detail:
                 out.append(verdict(VerdictKind.BYPASS, tol, detail, sources))
         if rule.cores_percent > 0 and sm is not None and limited.get((w.wid, gpu), True):
@@ -151,18 +151,23 @@ def _judge_one(w: Workload, s: Snapshot, policy: AgentPolicy,
 
 
 def _bypass(w: Workload, s: Snapshot, gpu: GpuUuid, shim_pids: set[Pid], shim: int,
-            ebpf: int | None, nvml: int | None, tol: int) -> tuple[str, list[str]]:
+            tol: int) -> tuple[str, list[str]]:
+    # A process whose slot the shim released on its way out still holds its memory until it
+    # has exited, and the shim's count no longer includes it: neither a process without the
+    # shim nor bytes beyond the shim's count.
+    pids = w.pids - w.shim_leaving
     sources = set()
     without = set()
     for name, view in (("ebpf", s.ebpf), ("nvml", s.nvml_memory)):
         if view is not None:
-            found = {p for p in w.pids - shim_pids if view.get(p, {}).get(gpu, 0) > 0}
+            found = {p for p in pids - shim_pids if view.get(p, {}).get(gpu, 0) > 0}
             if found:
                 sources.add(name)
                 without |= found
     if without:
         return (f"{len(without)} process(es) on the GPU without the shim", sorted(sources))
-    for name, v in (("ebpf", ebpf), ("nvml", nvml)):
+    for name, view in (("ebpf", s.ebpf), ("nvml", s.nvml_memory)):
+        v = _sum(view, pids, gpu)
         if v is not None and v - shim > tol:
             return f"{name} sees {v - shim} bytes more than the shim (tolerance {tol})", [name]
     return "", []

@@ -128,6 +128,11 @@ class Workload:
     # run the shim. shim_used is None when the region could not be read (see region_error).
     shim_used: PerGpu | None = None
     shim_pids: frozenset[Pid] = frozenset()
+    # Processes of the workload that the shim listed and no longer does, while they still run:
+    # libvgpu releases a process's slot in an atexit handler, and its memory stays on the GPU
+    # until the process has exited (destructors, the driver's teardown). Leaving, not bypassing,
+    # for a grace (agent.workloads.EXIT_GRACE).
+    shim_leaving: frozenset[Pid] = frozenset()
     # GPUs on which its shims see no node region (libvgpu's NODE_UNKNOWN flag): there they cannot
     # coordinate compute with the other containers themselves
     shim_node_unknown: frozenset[GpuUuid] = frozenset()

@@ -21,6 +21,10 @@ __all__ = ["Regions", "Tracked", "workload_doc"]
 
 REGION_RETRY = 5.0  # seconds between attempts to open a region that failed
 SLOTS_PERIOD = 2.0  # seconds between reads of a region's process slots
+# How long a process whose slot the shim released (libvgpu's atexit handler) may stay on the GPU
+# before it is judged as running without the shim: its library destructors and the driver's
+# teardown of a large context take seconds at most.
+EXIT_GRACE = 10.0
 
 
 @dataclass
@@ -38,6 +42,8 @@ class Tracked:
     plan_written: dict[str, tuple[int | None, str]] = field(default_factory=dict)
     procs: dict[int, int] = field(default_factory=dict)  # the region's slots last read
     procs_next: float = 0.0
+    procs_used: dict[str, int] = field(default_factory=dict)  # the totals at that read
+    left: dict[Pid, float] = field(default_factory=dict)  # pid -> when its slot was gone
 
 
 def workload_doc(t: Tracked) -> dict[str, str]:
@@ -97,10 +103,16 @@ class Regions:
                 unknown = pids - t.shim_pids
                 with_procs = now >= t.procs_next or any(p in v for v in seen for p in unknown)
                 r = t.reader.read(with_procs=with_procs)
+                if not with_procs and any(b < t.procs_used.get(u, 0) for u, b in r.used.items()):
+                    # a slot released at a process's exit takes its bytes from the totals at
+                    # once: read the slots now, so that the process is seen leaving rather than
+                    # holding bytes the shim no longer counts
+                    with_procs = True
+                    r = t.reader.read()
                 if not with_procs:
                     r = replace(r, procs=t.procs)
                 else:
-                    t.procs, t.procs_next = r.procs, now + SLOTS_PERIOD
+                    t.procs, t.procs_next, t.procs_used = r.procs, now + SLOTS_PERIOD, r.used
                 t.used, t.limits, t.node_unknown = r.used, r.limits, r.node_unknown
                 if t.rec.pod_uid:  # the shim's pids are of the container's namespace
                     if host_pids is None:
@@ -112,6 +124,10 @@ class Regions:
                              or start_time(p, self._proc_root) == st}
                     for p in alive - table.pids_of(t.rec.wid):
                         table.attach(p, t.rec.wid, r.procs[p])  # the shim says it's ours
+                owned = table.pids_of(t.rec.wid)
+                for p in t.shim_pids - alive:
+                    t.left.setdefault(p, now)
+                t.left = {p: at for p, at in t.left.items() if p in owned and p not in alive}
                 t.shim_pids = frozenset(alive)
             except Exception as err:
                 self.close(t)
@@ -125,6 +141,8 @@ class Regions:
                         pids=table.pids_of(t.rec.wid),
                         shim_used={GpuUuid(u): b for u, b in t.used.items()} if ok else None,
                         shim_pids=t.shim_pids if ok else frozenset(),
+                        shim_leaving=frozenset(p for p, at in t.left.items()
+                                               if ok and now - at < EXIT_GRACE),
                         shim_node_unknown=(frozenset(GpuUuid(u) for u in t.node_unknown)
                                            if ok else frozenset()),
                         region_error=t.region_error)

@@ -495,3 +495,68 @@ def test_a_dead_process_slot_in_an_overwritten_region_is_reported_not_fatal(
         assert wid in agent.tracked
     finally:
         agent.close()
+
+
+def shim_slot(region: Path, pid: int, used: int) -> None:
+    """What libvgpu does in a process of the workload: claim a slot (pid, start time) and count
+    `used` bytes in it and in the device's total; `used` 0 releases the slot, as its atexit
+    handler (vgpu_at_exit) does while the process's context still holds its memory."""
+    from agent.procfs import start_time
+    from libvgpu import region as lr
+
+    with lr.Region.open(region) as r:
+        s = lr.RegionStruct.from_buffer(r._mm)  # test-only poke at the mapping
+        slot, dev = s.procs[0], s.devices[0]
+        if used:
+            slot.pid, slot.start_time = pid, start_time(pid) or 0
+            slot.used_bytes[0] = used
+            slot.state = lr.PROC_ACTIVE
+            dev.used_bytes = used
+        else:
+            dev.used_bytes, slot.used_bytes[0] = 0, 0
+            slot.pid, slot.start_time, slot.state = 0, 0, lr.PROC_FREE
+        del s, slot, dev
+
+
+def test_a_process_that_released_its_slot_on_its_way_out_is_not_a_bypass(
+        machine: Machine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's flake on an H100 (the innocent "within" workload terminated as a bypass, shim
+    0, eBPF 256 MiB, NVML 774 MiB): libvgpu releases a process's slot in an atexit handler, and
+    the process still holds its memory (PyTorch frees nothing; the context goes at exit) through
+    the library destructors and the driver's teardown that follow. A slot read in that window
+    found a process of the workload on the GPU that the shim does not list. Such a process is
+    leaving, not bypassing: no verdict while it exits; one that stays on the GPU past the grace
+    without its slot is a bypass again."""
+    from agent import workloads
+
+    EXIT_GRACE = 4.0  # a short one for the test (past a 2 s slot period)
+    monkeypatch.setattr(workloads, "EXIT_GRACE", EXIT_GRACE)
+    agent = machine.agent()
+    try:
+        root = machine.process()
+        answer = admit(agent, root, "default")
+        wid = answer["wid"]
+        region = Path(answer["env"]["CUDA_DEVICE_MEMORY_SHARED_CACHE"])
+        shim_slot(region, root.pid, 256 * MIB)
+        machine.probe.alloc(root.pid, 256 * MIB)
+        run_until(agent, lambda: agent.tracked[wid].shim_pids == {root.pid}
+                  and any(r.used == {"shim": 256 * MIB, "ebpf": 256 * MIB, "nvml": 256 * MIB}
+                          for r in agent.view.rows), "the shim's process is seen")
+
+        shim_slot(region, root.pid, 0)  # atexit: the slot goes, the memory stays for now
+        left = time.monotonic()
+        run_until(agent, lambda: not agent.tracked[wid].shim_pids,
+                  "the slot read finds the slot released")
+        while time.monotonic() < left + 3.0:  # past a slot period
+            agent.step(max_wait=0.05)
+        assert root.poll() is None, "the exiting process was signalled"
+        assert not of(machine.audit(), wid, event="violation")
+
+        run_until(agent, lambda: root.poll() is not None,
+                  "still on the GPU without its slot past the grace: a bypass",
+                  timeout=EXIT_GRACE + 5)
+        [bypass] = of(machine.audit(), wid, event="violation", verdict="bypass")
+        assert time.monotonic() - left >= EXIT_GRACE
+        assert bypass["detail"] == "1 process(es) on the GPU without the shim"
+    finally:
+        agent.close()
