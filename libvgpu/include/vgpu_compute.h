@@ -88,8 +88,8 @@ struct vgpu_compute_proc {
                           * container's window (lim_split_wait), and (bit = 16 + index) where
                           * its own kernels are long */
     uint64_t busy_until_ns; /* there: when its queued work ends by its estimates (its busy
-                             * horizon; lim_split_busy_until), UINT64_MAX
-                             * while it waits for its part */
+                             * horizon), held a kernel longer (lim_split_busy_until);
+                             * UINT64_MAX while it waits for its part */
 };
 
 _Static_assert(sizeof(struct vgpu_compute_device) == 64, "compute device block is 64 bytes");
