@@ -203,7 +203,7 @@ def worker(args: argparse.Namespace) -> int:
             if sync_every and n % sync_every == 0:
                 torch.cuda.synchronize()
         torch.cuda.synchronize()
-        t1, calls, lat = time.monotonic(), 0, []
+        t1, calls, lat, windows = time.monotonic(), 0, [], []
         tb_burst = t1
         s1 = region.compute_state(0) if region is not None else None
         while True:
@@ -213,7 +213,10 @@ def worker(args: argparse.Namespace) -> int:
             step()
             calls += 1
             if sync_every and calls % sync_every == 0:
+                tl = time.monotonic()
                 torch.cuda.synchronize()
+                if args.timeline:
+                    windows.append((round(tl, 6), round(time.monotonic(), 6)))
                 if sync_every == 1 or shape.idle_ms:  # a step's, or a request's time
                     lat.append(time.monotonic() - (tb if sync_every == 1 else tb_burst))
                 if shape.duty < 1.0:
@@ -233,6 +236,8 @@ def worker(args: argparse.Namespace) -> int:
             "step_p99_ms": round(1e3 * sorted(lat)[len(lat) * 99 // 100], 3) if lat else None,
             "steps": len(lat),
         }
+        if args.timeline:
+            rec["windows"] = windows
         if s1 is not None and region is not None:
             s2 = region.compute_state(0)
             launches = s2.launches - s1.launches
@@ -337,11 +342,12 @@ class Runner:
         return env
 
     def start(self, shape: Shape, phases: str, env: dict[str, str], start_at: float,
-              cold: bool = False, warm_s: float | None = None):
+              cold: bool = False, warm_s: float | None = None, timeline: bool = False):
         warm = self.warm_s if warm_s is None else warm_s
         cmd = [sys.executable, __file__, "worker", "--shape", json.dumps(asdict(shape)),
                f"--phases={phases}", "--start-at", str(start_at), "--warm", str(warm)]
         cmd += ["--cold"] if cold else []
+        cmd += ["--timeline"] if timeline else []
         procs = []
         for _ in range(shape.procs):
             # stderr to a file: a shim logging at LIBCUDA_LOG_LEVEL=3 may write more than a
@@ -354,7 +360,9 @@ class Runner:
         return procs
 
     def results(self, procs: list) -> list[dict]:
-        """Per phase, the processes' throughputs summed and the NVML window of the phase."""
+        """Per phase, the processes' throughputs summed and the NVML window of the phase; with
+        timelines (`start(timeline=True)`), each process's step windows in `windows`, one list
+        per process."""
         per = []
         light = 0  # times the shim logged the container found light (LIBCUDA_LOG_LEVEL=3)
         for p in procs:
@@ -369,6 +377,8 @@ class Runner:
         res = []
         for phases in zip(*per, strict=True):
             r = dict(phases[0])
+            if "windows" in r:
+                r["windows"] = [x["windows"] for x in phases]
             r["found_light"] = light
             r["steps_per_s"] = sum(x["steps_per_s"] for x in phases)
             r["t1"] = max(x["t1"] for x in phases)
@@ -650,6 +660,38 @@ WEIGHT_PAIRS = ((BUSY, W(30), W(30)), (BUSY, W(20), W(50)), (BUSY, W(30), W(70))
                 (LONG, W(30), W(70)), (LONG, W(30), W(70, procs=2)), (LONG, W(30, procs=2), W(70)))
 
 
+Window = tuple[float, float]
+
+
+def union(windows: list[list[Window]], t1: float, t2: float) -> list[Window]:
+    """The processes' step windows merged into disjoint spans, clipped to [t1, t2]."""
+    spans: list[Window] = []
+    for a, b in sorted(w for ws in windows for w in ws):
+        a, b = max(a, t1), min(b, t2)
+        if a >= b:
+            continue
+        if spans and a <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], b))
+        else:
+            spans.append((a, b))
+    return spans
+
+
+def at_once_pct(a: list[list[Window]], b: list[list[Window]], t1: float, t2: float) -> float:
+    """% of [t1, t2] in which both sides had a step in flight (launched, not yet synchronised):
+    for loops that synchronise each kernel, the time their kernels shared the GPU."""
+    ua, ub = union(a, t1, t2), union(b, t1, t2)
+    both, i, j = 0.0, 0, 0
+    while i < len(ua) and j < len(ub):
+        lo, hi = max(ua[i][0], ub[j][0]), min(ua[i][1], ub[j][1])
+        both += max(0.0, hi - lo)
+        if ua[i][1] < ub[j][1]:
+            i += 1
+        else:
+            j += 1
+    return round(100 * both / (t2 - t1), 1) if t2 > t1 else 0.0
+
+
 def bench_weights(r: Runner, pairs: tuple[tuple[Shape, Weighted, Weighted], ...] = WEIGHT_PAIRS,
                   out: list[dict] | None = None) -> list[dict]:
     """Under `default` gpucores is a weight: two busy containers (low priority) whose shares sum
@@ -657,7 +699,10 @@ def bench_weights(r: Runner, pairs: tuple[tuple[Shape, Weighted, Weighted], ...]
     does.  Alone = one container's unlimited rate of the shape in the same run; due = each share
     over the pair's sum (a container with no gpucores is due what the other's share leaves);
     within target: within 5 points of it, and the GPU not left idle (the pair's sum at least
-    90).  A container of several processes counts their throughputs together."""
+    90).  A container of several processes counts their throughputs together.  Shapes that
+    synchronise each kernel also report how much of the phase the two containers' kernels were
+    in flight at once (`at_once_pct`), and a two-process container's own two (`siblings_...`):
+    a container's processes that time-slice each other's kernels show there first."""
     out = [] if out is None else out
     ph = r.phase_s
     alone: dict[Shape, float] = {}
@@ -665,15 +710,24 @@ def bench_weights(r: Runner, pairs: tuple[tuple[Shape, Weighted, Weighted], ...]
         if shape not in alone:
             alone[shape] = r.run(shape, f"0:{ph}", r.container())[0]["steps_per_s"]
         start = time.monotonic() + 15.0
+        timeline = shape.sync == 1
         pa, pb = (r.start(replace(shape, procs=m.procs), f"-1:{ph}", r.container(
-            **({"CUDA_DEVICE_SM_LIMIT": str(m.share)} if m.share else {})), start)
-            for m in pair)
-        got = [round(100 * r.results(p)[0]["steps_per_s"] / alone[shape], 1) for p in (pa, pb)]
+            **({"CUDA_DEVICE_SM_LIMIT": str(m.share)} if m.share else {})), start,
+            timeline=timeline) for m in pair)
+        ra, rb = (r.results(p)[0] for p in (pa, pb))
+        got = [round(100 * x["steps_per_s"] / alone[shape], 1) for x in (ra, rb)]
         a, b = (m.share for m in pair)
         due = [round(100 * x / (a + b), 1) for x in (a, b)] if b else [a, 100 - a]
         row = {"shape": shape.name, "shares": [a, b], "containers": [m.name for m in pair],
                "pct_of_alone": got, "due": due,
                "ok": all(abs(g - d) <= 5 for g, d in zip(got, due, strict=True)) and sum(got) >= 90}
+        if timeline:
+            t1, t2 = max(ra["t1"], rb["t1"]), min(ra["t2"], rb["t2"])
+            row["at_once_pct"] = at_once_pct(ra["windows"], rb["windows"], t1, t2)
+            row["siblings_at_once_pct"] = [
+                at_once_pct(x["windows"][:1], x["windows"][1:2], t1, t2)
+                if len(x["windows"]) > 1 else None for x in (ra, rb)]
+            row["gpu_busy_pct"] = ra.get("gpu_busy_pct")
         print(json.dumps(row), flush=True)
         out.append(row)
     return out
@@ -1105,6 +1159,8 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--start-at", type=float, default=0.0)
     w.add_argument("--warm", type=float, default=0.7)
     w.add_argument("--cold", action="store_true", help="no warm-up: measure from the first step")
+    w.add_argument("--timeline", action="store_true",
+                   help="record each synchronised step's window (launched, synchronised)")
     pr = sub.add_parser("probe")
     pr.add_argument("--sizes", type=int, nargs="+", default=[256, 1024, 2048, 4096, 8192])
     ap.add_argument("--out", type=Path, default=Path("bench_compute_shapes_out"))
