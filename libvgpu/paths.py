@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["LIBVGPU_DIR", "NotBuiltError", "build_dir", "shim_path", "sim_lib_dir"]
+__all__ = ["LIBVGPU_DIR", "SHIM_NAME", "NotBuiltError", "build_dir", "shim_path", "sim_lib_dir"]
 
 LIBVGPU_DIR = Path(__file__).resolve().parent
 SIM_LIBRARIES = ("libcuda.so.1", "libnvidia-ml.so.1")
+# The shim's file name, as built and wherever it is mounted into containers: the agent looks
+# for it in a process's /proc/PID/maps to tell that the shim is still loaded there.
+SHIM_NAME = "libvgpu.so"
 
 
 class NotBuiltError(FileNotFoundError):
@@ -32,7 +35,7 @@ def build_dir(asan: bool = False) -> Path:
 
 def shim_path(asan: bool = False) -> Path:
     """The preloadable shim, build/libvgpu.so."""
-    path = build_dir(asan) / "libvgpu.so"
+    path = build_dir(asan) / SHIM_NAME
     if not path.is_file():
         raise NotBuiltError(f"the libvgpu shim is not built: {path} is missing; {_hint(asan)}")
     return path
