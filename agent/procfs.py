@@ -1,17 +1,21 @@
 """Reading /proc (the root is a parameter so tests pass fixture trees): a process's parent,
-start time (field 22 of stat, clock ticks after boot, which tells a reused PID apart), name, and
-the workload marker that `gpuwarden run` puts in its environment."""
+start time (field 22 of stat, clock ticks after boot, which tells a reused PID apart), name, the
+workload marker that `gpuwarden run` puts in its environment, and whether a file is mapped in it
+(its maps)."""
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent.admission import MARKER_ENV
 from agent.model import Pid
 
-__all__ = ["MARKER_ENV", "ProcInfo", "environ_values", "read_proc", "scan", "start_time"]
+__all__ = ["MARKER_ENV", "ProcInfo", "environ_values", "mapped", "maps_file", "read_proc", "scan",
+           "start_time"]
 
 
 @dataclass(frozen=True)
@@ -97,3 +101,25 @@ def scan(root: str | Path = "/proc", with_marker: bool = True) -> dict[Pid, Proc
             if info is not None:
                 out[info.pid] = info
     return out
+
+
+def maps_file(maps: bytes, name: str) -> bool | None:
+    """Whether a file called `name` is mapped, by the path column of /proc/PID/maps' text (a
+    file unlinked since is still mapped: " (deleted)" follows its path). None for an empty text:
+    a process that has exited (a zombie) or is exiting, or a kernel thread, maps nothing."""
+    if not maps.strip():
+        return None
+    pattern = rb"/" + re.escape(name.encode()) + rb"(?: \(deleted\))?$"
+    return re.search(pattern, maps, re.MULTILINE) is not None
+
+
+def mapped(pid: int, name: str, root: str | Path = "/proc") -> bool | None:
+    """maps_file() of a process's maps; None when the process is gone (or maps nothing).
+    Raises OSError when they cannot be read otherwise (e.g. PermissionError)."""
+    try:
+        data = Path(root, str(pid), "maps").read_bytes()
+    except OSError as err:
+        if err.errno in (errno.ENOENT, errno.ESRCH):
+            return None
+        raise
+    return maps_file(data, name)

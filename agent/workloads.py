@@ -1,6 +1,8 @@
 """The agent's tracked workloads and their own source, the libvgpu region: what the shim admitted
 on each GPU and which processes registered with it. A region that cannot be read is reported
-once, retried every 5 s, and the workload judged meanwhile without the shim's view.
+once, retried every 5 s, and the workload judged meanwhile without the shim's view. A registered
+process counts as running the shim only while the shim's file is mapped in it (agent.shimcheck:
+one that exec()s a program without the shim keeps its slot).
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from typing import Any
 from agent.decide import core_plan
 from agent.ledger import WorkloadRecord
 from agent.model import GpuUuid, Pid, Rule, Snapshot, Workload, WorkloadKey
-from agent.procfs import start_time
+from agent.procfs import mapped, start_time
 from agent.proctree import ProcessTable
+from agent.shimcheck import Maps, ShimCheck, check_shims
+from libvgpu.paths import SHIM_NAME
 
 __all__ = ["Regions", "Tracked", "workload_doc"]
 
@@ -44,6 +48,9 @@ class Tracked:
     procs_next: float = 0.0
     procs_used: dict[str, int] = field(default_factory=dict)  # the totals at that read
     left: dict[Pid, float] = field(default_factory=dict)  # pid -> when its slot was gone
+    shim_check: ShimCheck = field(default_factory=ShimCheck)  # looks at its processes' maps
+    maps_next: float = 0.0  # when to look again (every SLOTS_PERIOD)
+    maps_error: str = ""  # a process's maps could not be read (reported once)
 
 
 def workload_doc(t: Tracked) -> dict[str, str]:
@@ -100,7 +107,7 @@ class Regions:
                 # the slot list costs more than the totals: read it every 2 s, and at once when
                 # a process of the workload that the shim does not list is seen on the GPU
                 pids = table.pids_of(t.rec.wid)
-                unknown = pids - t.shim_pids
+                unknown = pids - t.shim_pids - t.shim_check.unloaded  # those listed: no news
                 with_procs = now >= t.procs_next or any(p in v for v in seen for p in unknown)
                 r = t.reader.read(with_procs=with_procs)
                 if not with_procs and any(b < t.procs_used.get(u, 0) for u, b in r.used.items()):
@@ -124,11 +131,12 @@ class Regions:
                              or start_time(p, self._proc_root) == st}
                     for p in alive - table.pids_of(t.rec.wid):
                         table.attach(p, t.rec.wid, r.procs[p])  # the shim says it's ours
+                shimmed = self._check_shims(t, frozenset(alive), now)
                 owned = table.pids_of(t.rec.wid)
                 for p in t.shim_pids - alive:
                     t.left.setdefault(p, now)
                 t.left = {p: at for p, at in t.left.items() if p in owned and p not in alive}
-                t.shim_pids = frozenset(alive)
+                t.shim_pids = shimmed
             except Exception as err:
                 self.close(t)
                 t.reader = None
@@ -146,6 +154,34 @@ class Regions:
                         shim_node_unknown=(frozenset(GpuUuid(u) for u in t.node_unknown)
                                            if ok else frozenset()),
                         region_error=t.region_error)
+
+    def _check_shims(self, t: Tracked, listed: frozenset[Pid], now: float) -> frozenset[Pid]:
+        """The listed (host) pids that still run the shim: their maps are looked at every
+        SLOTS_PERIOD (agent.shimcheck). Reports each process judged to have unloaded it, and
+        maps that cannot be read (once a workload)."""
+        looks: dict[Pid, Maps] = {}
+        if now >= t.maps_next:
+            t.maps_next = now + SLOTS_PERIOD
+            for p in listed:
+                try:
+                    m = mapped(p, SHIM_NAME, self._proc_root)
+                except OSError as err:
+                    looks[p] = Maps.UNKNOWN
+                    if not t.maps_error:
+                        t.maps_error = str(err)
+                        self._emit({"event": "shim_check_error", "workload": workload_doc(t),
+                                    "pid": p, "error": str(err), "handling": "a process whose "
+                                    "maps cannot be read counts as running the shim"})
+                    continue
+                looks[p] = Maps.UNKNOWN if m is None else Maps.LOADED if m else Maps.MISSING
+        before = t.shim_check
+        t.shim_check = check_shims(listed, looks, before, now)
+        for p in sorted(t.shim_check.unloaded - before.unloaded):
+            self._emit({"event": "shim_unloaded", "workload": workload_doc(t), "pid": p,
+                        "detail": f"{SHIM_NAME} is no longer mapped in the process (an exec "
+                        "without the shim?) although its slot lists it",
+                        "handling": "judged as a process without the shim"})
+        return listed - t.shim_check.unloaded
 
     def write_core_plan(self, snap: Snapshot, tracked: Mapping[str, Tracked]) -> None:
         """Write each workload's compute override (decide.core_plan) into its region, when it

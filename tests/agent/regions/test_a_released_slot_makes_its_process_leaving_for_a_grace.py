@@ -43,7 +43,11 @@ def test_a_released_slot_is_read_at_once_and_its_process_is_leaving_for_a_grace(
     table = ProcessTable()
     table.attach(me, "w", start_time(me))
     events: list[dict[str, Any]] = []
-    regions = Regions(events.append, lambda: 0.0, "/proc")
+    proc = tmp_path / "proc"  # where the agent reads its maps: it runs the shim
+    (proc / str(me)).mkdir(parents=True)
+    (proc / str(me) / "maps").write_text(
+        "7f0000000000-7f0000001000 r-xp 00000000 08:01 42 /usr/local/gpuwarden/lib/libvgpu.so\n")
+    regions = Regions(events.append, lambda: 0.0, str(proc))
     t = Tracked(WorkloadRecord(wid="w", namespace="ns", name="w", region=str(path)),
                 WorkloadKey("ns", "w"), Rule(name="r"))
     regions.open(t)
