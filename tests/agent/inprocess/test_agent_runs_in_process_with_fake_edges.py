@@ -13,7 +13,10 @@ beyond the workload's limit, reported by eBPF, give a memory violation (NVML agr
 policy's action, a SIGTERM that ends the process; its exit ends the workload. A kill-without-grace
 rule arms the probe's kill limit for each process of the workload, the kernel's kill is reported
 as a kernel_kill action and the limit is cleared when the process exits. A restarted agent finds
-the workload's process again by the GPUWARDEN_WORKLOAD marker in its environment.
+the workload's process again by the GPUWARDEN_WORKLOAD marker in its environment. A worker that
+ran the real libvgpu (on the simulated GPU, whose UUID the fake NVML then takes) and exec()s a
+program without LD_PRELOAD is reported (shim_unloaded) and killed as a bypass although its slot
+still lists it; one that exec()s with LD_PRELOAD kept is left alone.
 """
 
 from __future__ import annotations
@@ -115,6 +118,11 @@ class FakeProbe:
             self.events.append(FakeEvent("mem_alloc", pid, ordinal, n))
         self._wake.ring()
 
+    def process_exec(self, pid: int) -> None:
+        """The exec tracepoint clears the process's ledger too: the old image's driver state
+        went with it."""
+        self.ledger.pop(pid, None)
+
     def process_exited(self, pid: int) -> None:
         """The exit tracepoint clears the process's ledger."""
         self.ledger.pop(pid, None)
@@ -160,8 +168,9 @@ class FakeNvml:
     class NVMLError(Exception):
         value = 6
 
-    def __init__(self, probe: FakeProbe) -> None:
+    def __init__(self, probe: FakeProbe, uuid: str = GPU) -> None:
         self.probe = probe
+        self.uuid = uuid
         self.initialised = False
 
     def nvmlInit(self) -> object:
@@ -186,7 +195,7 @@ class FakeNvml:
         return type("Utilization", (), {"gpu": 0})()
 
     def nvmlDeviceGetUUID(self, handle: object) -> str | bytes:
-        return GPU.encode()
+        return self.uuid.encode()
 
     def nvmlDeviceGetName(self, handle: object) -> str | bytes:
         return "Fake H100"
@@ -200,7 +209,8 @@ class FakeNvml:
 
 
 class FakeProcEvents:
-    """agent.edges.ProcEventSource: the fork and exit events the netlink connector would send."""
+    """agent.edges.ProcEventSource: the fork, exec and exit events the netlink connector would
+    send."""
 
     def __init__(self) -> None:
         self.queued: list[ProcEvent] = []
@@ -213,6 +223,10 @@ class FakeProcEvents:
 
     def exit(self, pid: int) -> None:
         self.queued.append(ProcEvent("exit", Pid(pid)))
+        self._wake.ring()
+
+    def exec(self, pid: int) -> None:
+        self.queued.append(ProcEvent("exec", Pid(pid)))
         self._wake.ring()
 
     def fileno(self) -> int:
@@ -235,15 +249,16 @@ class Machine:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
         (tmp / "p.gwp").write_text(POLICY)
-        self.children: list[subprocess.Popen[bytes]] = []
+        self.children: list[subprocess.Popen[Any]] = []
         self.opened_libs: list[list[Path] | None] = []
         self.ebpf = True  # AgentConfig.ebpf: off, the probe is never opened
         self.tick = 0.1  # AgentConfig.tick_seconds
+        self.gpu = GPU  # the UUID the fake NVML names its GPU by
         self.fresh_edges()
 
     def fresh_edges(self) -> None:
         self.probe = FakeProbe()
-        self.nvml = FakeNvml(self.probe)
+        self.nvml = FakeNvml(self.probe, self.gpu)
         self.procevents = FakeProcEvents()
 
     def open_probe(self, libs: list[Path] | None) -> EbpfProbe:
@@ -558,5 +573,111 @@ def test_a_process_that_released_its_slot_on_its_way_out_is_not_a_bypass(
         [bypass] = of(machine.audit(), wid, event="violation", verdict="bypass")
         assert time.monotonic() - left >= EXIT_GRACE
         assert bypass["detail"] == "1 process(es) on the GPU without the shim"
+    finally:
+        agent.close()
+
+
+# A process of the workload that runs the real shim on the simulated GPU: it allocates through
+# libvgpu (which registers it in a slot of the workload's region), then, told to, exec()s a
+# program that sleeps, with LD_PRELOAD dropped or kept.
+SHIMMED = """
+import ctypes, os, sys
+cu = ctypes.CDLL("libcuda.so.1")
+dev, ctx, ptr = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64()
+for rc in (cu.cuInit(0), cu.cuDeviceGet(ctypes.byref(dev), 0),
+           cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), cu.cuCtxSetCurrent(ctx),
+           cu.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(64 << 20))):
+    assert rc == 0, rc
+print("allocated", flush=True)
+sys.stdin.readline()
+env = dict(os.environ)
+if sys.argv[1] == "drop":
+    del env["LD_PRELOAD"]
+os.execve(sys.executable, [sys.executable, "-c",
+                           "print('exec', flush=True); import time; time.sleep(300)"], env)
+"""
+
+
+def on_the_sim_gpu(machine: Machine, sim_env: Mapping[str, str]) -> Agent:
+    """An agent whose fake NVML names its GPU by the simulated GPU's UUID, the one the shim
+    registers in the region: the shim's count, eBPF's and NVML's are of the same GPU."""
+    code = ("import pynvml; pynvml.nvmlInit(); "
+            "print(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(0)))")
+    machine.gpu = subprocess.run([sys.executable, "-c", code], env=dict(sim_env), text=True,
+                                 capture_output=True, check=True).stdout.strip()
+    assert machine.gpu.startswith("GPU-") and machine.gpu != GPU
+    machine.fresh_edges()
+    return machine.agent()
+
+
+def exec_after_the_shim(machine: Machine, agent: Agent, sim_env: Mapping[str, str],
+                        preload: str) -> tuple[str, subprocess.Popen[str]]:
+    """A workload (namespace strict: kill at once) whose worker ran the shim and then exec()ed
+    with LD_PRELOAD `preload` ("drop" or "keep"); returns once the new program runs and the
+    agent has looked at the worker's maps twice since (agent.shimcheck)."""
+    from libvgpu.paths import SHIM_NAME
+
+    root = machine.process()
+    answer = agent.admit({"op": "admit", "name": "train", "namespace": "strict"},
+                         peer_pid=root.pid)
+    assert answer["ok"] and answer["devices"] == [machine.gpu], answer
+    wid = answer["wid"]
+    worker = subprocess.Popen([sys.executable, "-c", SHIMMED, preload],
+                              env={**sim_env, **answer["env"]}, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    machine.children.append(worker)
+    assert worker.stdout is not None and worker.stdin is not None
+    assert worker.stdout.readline() == "allocated\n"
+    machine.procevents.fork(root.pid, worker.pid)
+    machine.probe.alloc(worker.pid, 64 * MIB)  # what the driver holds for it
+    run_until(agent, lambda: worker.pid in agent.tracked[wid].shim_pids,
+              "the shim's slot lists the worker")
+    assert SHIM_NAME in Path(f"/proc/{worker.pid}/maps").read_text(), "not the real shim"
+
+    worker.stdin.write("go\n")
+    worker.stdin.flush()
+    assert worker.stdout.readline() == "exec\n"  # the new program runs: its libraries mapped
+    machine.probe.process_exec(worker.pid)
+    machine.procevents.exec(worker.pid)  # not needed: the maps are looked at anyway
+    machine.probe.alloc(worker.pid, 16 * MIB)  # the new program uses the GPU
+    t = agent.tracked[wid]
+    for which in ("a first", "a second"):  # each look moves maps_next on by SLOTS_PERIOD
+        was = t.maps_next
+        run_until(agent, lambda: worker.poll() is not None or t.maps_next > was,  # noqa: B023
+                  f"{which} look at the worker's maps after its exec")
+    return wid, worker
+
+
+def test_a_process_that_execs_without_the_shim_is_a_bypass(
+        machine: Machine, sim_gpu: Any) -> None:
+    """`env -u LD_PRELOAD exec ...` in a process that ran the shim: the same pid and start time,
+    so its slot still lists it, but nothing in it enforces the limits any more. The agent sees
+    that libvgpu.so is no longer mapped in it, reports it, and the bypass check kills it."""
+    agent = on_the_sim_gpu(machine, sim_gpu.env)
+    try:
+        wid, worker = exec_after_the_shim(machine, agent, sim_gpu.env, "drop")
+        run_until(agent, lambda: worker.poll() is not None, "the worker is killed")
+        assert worker.returncode == -signal.SIGKILL
+        events = machine.audit()
+        [unloaded] = of(events, wid, event="shim_unloaded")
+        assert unloaded["pid"] == worker.pid
+        [bypass] = of(events, wid, event="violation", verdict="bypass")
+        assert bypass["detail"] == "1 process(es) on the GPU without the shim"
+        assert events.index(unloaded) < events.index(bypass)
+    finally:
+        agent.close()
+
+
+def test_a_process_that_execs_with_the_shim_again_is_still_the_shim_s(
+        machine: Machine, sim_gpu: Any) -> None:
+    agent = on_the_sim_gpu(machine, sim_gpu.env)
+    try:
+        wid, worker = exec_after_the_shim(machine, agent, sim_gpu.env, "keep")
+        assert worker.poll() is None, "a process that runs the shim was signalled"
+        assert "libvgpu.so" in Path(f"/proc/{worker.pid}/maps").read_text()
+        assert worker.pid in agent.tracked[wid].shim_pids
+        events = machine.audit()
+        assert not of(events, wid, event="shim_unloaded")
+        assert not of(events, wid, event="violation")
     finally:
         agent.close()
