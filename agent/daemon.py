@@ -397,6 +397,8 @@ class Agent:
                         if st is not None:
                             self.table.on_fork(Pid(ev.parent), ev.pid, st)
                             self._dirty = True
+                elif ev.kind == "exec":
+                    self.sources.forget_environment(ev.pid)
                 elif ev.kind == "exit":
                     self._on_exit(ev.pid)
         if self.clock() >= self._next_verify:

@@ -211,6 +211,12 @@ class Sources:
                                       env.get("CUDA_VISIBLE_DEVICES"), uuids)
         return cache[key]
 
+    def forget_environment(self, pid: Pid) -> None:
+        """A process exec()ed: its environment, and so the GPUs it may see, may be new (the pid
+        and start time that key the cache are not)."""
+        for key in [k for k in self._env_gpus if k[0] == pid]:
+            del self._env_gpus[key]
+
     # ---- closing ----------------------------------------------------------------------------
 
     def close_early(self) -> None:
