@@ -217,10 +217,17 @@ static struct vgpu_region_proc *vgpu_slot(void)
     s = vgpu_core.slot;
     if (s == NULL) {
         uint32_t pid = (uint32_t)getpid();
-        s = vgpu_region_claim_slot(vgpu_core.region.r, pid, vgpu_proc_start_time(pid));
+        uint64_t start_time = vgpu_proc_start_time(pid);
+        if (vgpu_core.region.fd >= 0) {
+            uint64_t gone = vgpu_region_release_previous(vgpu_core.region.r, pid, start_time);
+            if (gone != 0)
+                vgpu_log(VGPU_LOG_INFO, "gave back the %llu bytes of this process's program "
+                         "before its exec", (unsigned long long)gone);
+        }
+        s = vgpu_region_claim_slot(vgpu_core.region.r, pid, start_time);
         if (s == NULL && vgpu_core.region.fd >= 0) {
             vgpu_region_reclaim(&vgpu_core.region, vgpu_proc_alive);
-            s = vgpu_region_claim_slot(vgpu_core.region.r, pid, vgpu_proc_start_time(pid));
+            s = vgpu_region_claim_slot(vgpu_core.region.r, pid, start_time);
         }
         if (s == NULL)
             vgpu_log(VGPU_LOG_WARN, "no free process slot in the region; this process's usage "

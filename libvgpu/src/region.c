@@ -305,6 +305,32 @@ void vgpu_region_release_slot(struct vgpu_region *r, struct vgpu_region_proc *sl
         vgpu_region_drain_slot(r, slot);
 }
 
+uint64_t vgpu_region_release_previous(struct vgpu_region *r, uint32_t pid, uint64_t start_time)
+{
+    uint64_t bytes = 0;
+    if (start_time == 0)
+        return 0;
+    for (unsigned i = 0; i < VGPU_MAX_PROCS; i++) {
+        struct vgpu_region_proc *s = &r->procs[i];
+        if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != VGPU_PROC_ACTIVE ||
+            __atomic_load_n(&s->pid, __ATOMIC_RELAXED) != pid ||
+            __atomic_load_n(&s->start_time, __ATOMIC_RELAXED) != start_time)
+            continue;
+        uint32_t st = VGPU_PROC_ACTIVE;
+        if (!__atomic_compare_exchange_n(&s->state, &st, VGPU_PROC_RECLAIMING, 0,
+                                         __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            continue;
+        if (s->pid != pid || s->start_time != start_time) { /* freed and claimed again since */
+            __atomic_store_n(&s->state, VGPU_PROC_ACTIVE, __ATOMIC_RELEASE);
+            continue;
+        }
+        for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++)
+            bytes += __atomic_load_n(&s->used_bytes[d], __ATOMIC_RELAXED);
+        vgpu_region_drain_slot(r, s);
+    }
+    return bytes;
+}
+
 int vgpu_region_reclaim(struct vgpu_region_handle *h, vgpu_alive_fn alive)
 {
     struct vgpu_region *r = h->r;

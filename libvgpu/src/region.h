@@ -57,6 +57,12 @@ struct vgpu_region_proc *vgpu_region_claim_slot(struct vgpu_region *r, uint32_t 
                                                 uint64_t start_time);
 /* Free a slot, giving back what it still counts (used at exit of the owner). */
 void vgpu_region_release_slot(struct vgpu_region *r, struct vgpu_region_proc *slot);
+/* Free the active slots of (pid, start_time), giving back what they count: a process claims
+ * its slot once per program, so one it finds is its program's before an exec (which keeps the
+ * pid and start time but runs no atexit, and closes the driver's files, opened close-on-exec,
+ * with the GPU memory under them). `start_time` 0 (unknown) frees nothing. Returns the bytes
+ * given back. */
+uint64_t vgpu_region_release_previous(struct vgpu_region *r, uint32_t pid, uint64_t start_time);
 /* Reclaim slots whose owner is dead; when no slot is left active, reset leaked device counters.
  * Never waits for the file lock: the reset is skipped while someone else holds it.
  * Returns the number of slots reclaimed. */
