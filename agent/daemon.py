@@ -94,7 +94,8 @@ class Agent:
         self.history: dict[Any, Any] = {}
         self.sources = Sources(nvml_lib, cfg.ebpf, cfg.libcuda, cfg.proc_root,
                                open_ebpf=open_ebpf, open_procevents=open_procevents)
-        self.regions = Regions(self._emit, clock, cfg.proc_root)
+        self.regions = Regions(self._emit, clock, cfg.proc_root,
+                               exec_events=lambda: self.sources.procevents is not None)
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._dirty = True
         self._ring_quiet_until = 0.0
@@ -387,6 +388,8 @@ class Agent:
             events = procevents.read()
         except OSError as err:  # ENOBUFS: the kernel dropped events; rescan
             self._emit({"event": "procevents_overrun", "error": str(err)})
+            with self.lock:
+                self.regions.look_at_all(self.tracked)
             self._poll_proc()
             return
         with self.lock:
@@ -399,6 +402,7 @@ class Agent:
                             self._dirty = True
                 elif ev.kind == "exec":
                     self.sources.forget_environment(ev.pid)
+                    self.regions.on_exec(ev.pid, self.tracked)
                 elif ev.kind == "exit":
                     self._on_exit(ev.pid)
         if self.clock() >= self._next_verify:

@@ -51,6 +51,9 @@ class Tracked:
     shim_check: ShimCheck = field(default_factory=ShimCheck)  # looks at its processes' maps
     maps_next: float = 0.0  # when to look again (every SLOTS_PERIOD)
     maps_error: str = ""  # a process's maps could not be read (reported once)
+    maps_seen: frozenset[Pid] = frozenset()  # the listed processes at the last look
+    maps_all: bool = True  # look at every listed process at the next look
+    exec_seen: set[Pid] = field(default_factory=set)  # listed processes that exec()ed since
 
 
 def workload_doc(t: Tracked) -> dict[str, str]:
@@ -63,11 +66,27 @@ class Regions:
     """Opens and reads the tracked workloads' regions; counts and reports their errors."""
 
     def __init__(self, emit: Callable[[dict[str, Any]], None], clock: Callable[[], float],
-                 proc_root: str) -> None:
+                 proc_root: str, exec_events: Callable[[], bool] = lambda: False) -> None:
+        """`exec_events`: whether the kernel's exec events reach the agent now (the proc
+        connector); without them every listed process's maps are looked at every SLOTS_PERIOD."""
         self._emit = emit
         self._clock = clock
         self._proc_root = proc_root
+        self._exec_events = exec_events
         self.errors_total = 0
+
+    @staticmethod
+    def on_exec(pid: Pid, tracked: Mapping[str, Tracked]) -> None:
+        """A process exec()ed: a workload whose shim lists it looks at its maps again."""
+        for t in tracked.values():
+            if pid in t.shim_pids:
+                t.exec_seen.add(pid)
+
+    @staticmethod
+    def look_at_all(tracked: Mapping[str, Tracked]) -> None:
+        """Exec events were lost (the connector overran): look at every listed process again."""
+        for t in tracked.values():
+            t.maps_all = True
 
     def open(self, t: Tracked) -> None:
         from agent.regions import RegionReader
@@ -156,13 +175,22 @@ class Regions:
                         region_error=t.region_error)
 
     def _check_shims(self, t: Tracked, listed: frozenset[Pid], now: float) -> frozenset[Pid]:
-        """The listed (host) pids that still run the shim: their maps are looked at every
-        SLOTS_PERIOD (agent.shimcheck). Reports each process judged to have unloaded it, and
-        maps that cannot be read (once a workload)."""
+        """The listed (host) pids that still run the shim (agent.shimcheck): every SLOTS_PERIOD
+        the agent looks at the maps of each listed process, or, while exec events reach it,
+        only of those listed since the last look, those that exec()ed, and those found without
+        the shim once (a torch process's maps, thousands of lines, take ~1 ms to read). Reports
+        each process judged to have unloaded it, and maps that cannot be read (once a
+        workload)."""
         looks: dict[Pid, Maps] = {}
         if now >= t.maps_next:
             t.maps_next = now + SLOTS_PERIOD
-            for p in listed:
+            look_at = listed
+            if self._exec_events() and not t.maps_all:
+                look_at = listed & (t.exec_seen | set(t.shim_check.missing_since)
+                                    | (listed - t.maps_seen))
+            t.maps_all, t.maps_seen = False, listed
+            t.exec_seen -= look_at
+            for p in look_at:
                 try:
                     m = mapped(p, SHIM_NAME, self._proc_root)
                 except OSError as err:

@@ -638,7 +638,7 @@ def exec_after_the_shim(machine: Machine, agent: Agent, sim_env: Mapping[str, st
     worker.stdin.flush()
     assert worker.stdout.readline() == "exec\n"  # the new program runs: its libraries mapped
     machine.probe.process_exec(worker.pid)
-    machine.procevents.exec(worker.pid)  # not needed: the maps are looked at anyway
+    machine.procevents.exec(worker.pid)  # the agent looks at its maps again after it
     machine.probe.alloc(worker.pid, 16 * MIB)  # the new program uses the GPU
     t = agent.tracked[wid]
     for which in ("a first", "a second"):  # each look moves maps_next on by SLOTS_PERIOD

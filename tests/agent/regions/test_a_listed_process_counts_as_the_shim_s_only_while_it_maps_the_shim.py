@@ -44,7 +44,7 @@ class World:
     """A region listing PID (slot 0), a proc root whose PID/maps the test writes, the agent's
     Regions over them, and a clock the test moves."""
 
-    def __init__(self, tmp: Path, ns_pid: int | None = None) -> None:
+    def __init__(self, tmp: Path, ns_pid: int | None = None, exec_events: bool = False) -> None:
         self.proc = tmp / "proc"
         (self.proc / str(PID)).mkdir(parents=True)
         self.region = tmp / "w.region"
@@ -58,7 +58,8 @@ class World:
         self.table = ProcessTable()
         self.table.attach(PID, "w", START)
         self.events: list[dict[str, Any]] = []
-        self.regions = Regions(self.events.append, lambda: 0.0, str(self.proc))
+        self.regions = Regions(self.events.append, lambda: 0.0, str(self.proc),
+                               exec_events=lambda: exec_events)
         pod = "uid-1" if ns_pid is not None else ""
         self.t = Tracked(WorkloadRecord(wid="w", namespace="ns", name="w",
                                         region=str(self.region), pod_uid=pod),
@@ -110,6 +111,31 @@ def test_a_listed_process_whose_maps_lack_the_shim_is_not_the_shim_s_after_a_sec
     world.maps(PLAIN + SHIM_LINE)  # it exec()s again, with the shim: the shim's again
     assert world.at(112.0).shim_pids == {PID} and len(world.of("shim_unloaded")) == 1
     assert world.t.shim_check == ShimCheck()
+
+
+def test_with_exec_events_only_a_process_that_exec_ed_is_looked_at_again(tmp_path: Path) -> None:
+    """A torch process's maps hold thousands of lines (~1 ms to read): while the kernel's exec
+    events reach the agent, a listed process is looked at when first listed, after an exec, and
+    again while a look found it without the shim; after an overrun of the events, all again."""
+    world = World(tmp_path, exec_events=True)
+    world.maps(PLAIN + SHIM_LINE)
+    assert world.at(100.0).shim_pids == {PID}  # first listed: looked at
+    world.maps(PLAIN)  # an exec the agent has not heard of (yet)
+    for now in (102.0, 104.0, 106.0):
+        assert world.at(now).shim_pids == {PID}, "looked at without an exec event"
+    Regions.on_exec(PID, {"w": world.t})
+    assert world.at(108.0).shim_pids == {PID}  # looked at: missing once
+    w = world.at(110.0)  # looked at again (found missing before): judged
+    assert w.shim_pids == frozenset() and len(world.of("shim_unloaded")) == 1
+
+    again = World(tmp_path / "overrun", exec_events=True)
+    again.maps(PLAIN + SHIM_LINE)
+    assert again.at(100.0).shim_pids == {PID}
+    again.maps(PLAIN)
+    assert again.at(102.0).shim_pids == {PID} and again.at(104.0).shim_pids == {PID}
+    Regions.look_at_all({"w": again.t})  # exec events were lost
+    assert again.at(106.0).shim_pids == {PID}
+    assert again.at(108.0).shim_pids == frozenset()
 
 
 @pytest.mark.parametrize("where", ["container", "build", "deleted"])
