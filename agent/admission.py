@@ -72,9 +72,10 @@ class Held:
     rule: Any  # policy.EffectiveRule
 
 
-def admission_node(node: str, gpus: Sequence[Gpu], held: Iterable[Held]) -> NodeState:
-    """This machine as the placement core sees it: its GPUs and what the admitted workloads
-    hold (their limits under the current policy)."""
+def admission_node(node: str, gpus: Sequence[Gpu], held: Iterable[Held],
+                   split_count: int = DEVICE_SPLIT_COUNT) -> NodeState:
+    """This machine as the placement core sees it: its GPUs, each of `split_count` slices, and
+    what the admitted workloads hold (their limits under the current policy)."""
     devices = tuple(GpuDevice(d.uuid, d.index, d.total_bytes // MIB, 100, d.name)
                     for d in gpus)
     assignments = []
@@ -84,7 +85,7 @@ def admission_node(node: str, gpus: Sequence[Gpu], held: Iterable[Held]) -> Node
                                    // MIB, int(h.rule.gpucores))
                        for d in gpus if d.uuid in h.devices)
         assignments.append(PodAssignment(node, (ContainerAssignment(h.container, grants),)))
-    return NodeState(node, NodeInventory(devices, DEVICE_SPLIT_COUNT), node_usage(assignments))
+    return NodeState(node, NodeInventory(devices, split_count), node_usage(assignments))
 
 
 @dataclass(frozen=True)
@@ -120,10 +121,10 @@ class Plan:
 
 def plan_admission(req: AdmissionRequest, eff: Any, container: str, node: str,
                    gpus: Sequence[Gpu], held: Callable[[], Iterable[Held]],
-                   no_gpu_reason: str) -> Plan | Refusal:
+                   no_gpu_reason: str, split_count: int = DEVICE_SPLIT_COUNT) -> Plan | Refusal:
     """The GPUs and limits for a request whose effective rule is `eff`, on this machine
-    (`node`, its `gpus`, the workloads it `held` already: asked for only when placing);
-    `no_gpu_reason` says why `gpus` is empty when it is."""
+    (`node`, its `gpus` of `split_count` slices each, the workloads it `held` already: asked
+    for only when placing); `no_gpu_reason` says why `gpus` is empty when it is."""
     who = {"namespace": req.namespace, "pod": req.name}
     if eff.denied is not None:
         return Refusal(1, f"denied by policy: {eff.denied}",
@@ -133,7 +134,7 @@ def plan_admission(req: AdmissionRequest, eff: Any, container: str, node: str,
         return Refusal(2, "no GPU to run on: NVML is unavailable "
                        f"({no_gpu_reason}); on a machine without a GPU start the agent with "
                        "the simulated GPU (gpuwarden sim env)")
-    placed = fit(admission_node(node, gpus, held()),
+    placed = fit(admission_node(node, gpus, held(), split_count),
                  PodRequest((ContainerRequest(container, eff),)))
     if isinstance(placed, Misfit):
         return Refusal(1, "no GPU of this machine has room: "

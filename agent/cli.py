@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpuwarden.argtypes import port, seconds
+from gpuwarden.argtypes import count, port, seconds
+from gpuwarden.config import MAX_SPLIT
+from gpuwarden.resources import DEVICE_SPLIT_COUNT
 
 __all__ = ["register"]
 
@@ -59,6 +61,10 @@ def register(sub: Any) -> None:
                    help="libcuda file(s) for the eBPF uprobes (default: discover)")
     a.add_argument("--tick", type=seconds(maximum=60), default=1.0, metavar="SECONDS",
                    help="loop period when no event asks for a loop earlier (default 1)")
+    a.add_argument("--split-count", type=count(1, MAX_SPLIT, "slices"),
+                   default=None, metavar="N",
+                   help="standalone: how many workloads may share one GPU (its slices, as "
+                   f"the device plugin's deviceSplitCount; default {DEVICE_SPLIT_COUNT})")
     a.add_argument("--quiet", action="store_true", help="audit events to the file only")
     a.set_defaults(handler=cmd_agent)
 
@@ -123,6 +129,11 @@ def cmd_agent(args: argparse.Namespace) -> int:
     if args.standalone and args.kubernetes:
         print("gpuwarden agent: --standalone and --kubernetes: choose one", file=sys.stderr)
         return 2
+    if args.kubernetes and args.split_count is not None:
+        print("gpuwarden agent: --split-count is for standalone admission; with --kubernetes "
+              "the device plugin's deviceSplitCount says how many pods share a GPU",
+              file=sys.stderr)
+        return 2
     cluster = None
     if args.kubernetes:
         from agent.service import cluster_mode
@@ -141,7 +152,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
                  metrics_host=args.metrics_host, dry_run=args.dry_run, protect=args.protect,
                  audit_unmanaged=args.audit_unmanaged,
                  ebpf=not args.no_ebpf, libcuda=args.libcuda, tick=args.tick,
-                 quiet=args.quiet)
+                 quiet=args.quiet, split_count=args.split_count or DEVICE_SPLIT_COUNT)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -46,6 +46,7 @@ from agent.reload import PolicyWatcher, ReloadThread
 from agent.rules import to_rule
 from agent.sources import Sources
 from agent.workloads import Regions, Tracked, workload_doc
+from gpuwarden.resources import DEVICE_SPLIT_COUNT
 from libvgpu.region import RegionError
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ class AgentConfig:
     audit_stream: TextIO | None = None
     node: str = field(default_factory=socket.gethostname)
     cluster: Any = None  # agent.cluster.ClusterMode: workloads are this node's pod containers
+    split_count: int = DEVICE_SPLIT_COUNT  # standalone admission: workloads a GPU may hold
 
 
 class Agent:
@@ -218,7 +220,7 @@ class Agent:
             except (TypeError, ValueError) as err:
                 return {"ok": False, "code": 2, "error": f"bad resource request: {err}"}
             plan = plan_admission(ask, eff, rec.container, self.cfg.node, devices,
-                                  self._held, self.sources.nvml_reason)
+                                  self._held, self.sources.nvml_reason, self.cfg.split_count)
             if not isinstance(plan, Plan):
                 if plan.event is not None:
                     self._emit(dict(plan.event))

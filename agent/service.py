@@ -10,6 +10,7 @@ from typing import Any
 
 from agent.daemon import Agent, AgentConfig
 from agent.reload import PolicyError
+from gpuwarden.resources import DEVICE_SPLIT_COUNT
 
 __all__ = ["cluster_mode", "serve"]
 
@@ -43,7 +44,7 @@ def serve(policy: list[str], state_dir: Path, metrics_port: int | None = None,
           metrics_host: str = "127.0.0.1", dry_run: bool = False,
           protect: list[str] | None = None, ebpf: bool = True, audit_unmanaged: bool = False,
           libcuda: list[Path] | None = None, tick: float = 1.0, quiet: bool = False,
-          cluster: Any = None) -> int:
+          cluster: Any = None, split_count: int = DEVICE_SPLIT_COUNT) -> int:
     from prometheus_client import CollectorRegistry
 
     from agent.control import ControlServer
@@ -57,7 +58,8 @@ def serve(policy: list[str], state_dir: Path, metrics_port: int | None = None,
                       metrics_host=metrics_host, dry_run=dry_run, protect=protect or [],
                       audit_unmanaged=audit_unmanaged,
                       ebpf=ebpf, libcuda=libcuda, tick_seconds=tick, nvml_seconds=tick,
-                      audit_stream=None if quiet else sys.stdout, cluster=cluster)
+                      audit_stream=None if quiet else sys.stdout, cluster=cluster,
+                      split_count=split_count)
     if cluster is not None:
         cfg.node = cluster.node
     try:

@@ -8,7 +8,7 @@ import argparse
 import math
 from collections.abc import Callable
 
-__all__ = ["port", "seconds"]
+__all__ = ["count", "port", "seconds"]
 
 
 def port(text: str) -> int:
@@ -21,6 +21,23 @@ def port(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port: use 0..65535 (0: any free "
                                          "port)")
     return value
+
+
+def count(low: int, high: int, what: str) -> Callable[[str], int]:
+    """A whole number `low`..`high` of `what` (named in the message)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of {what}: use "
+                                             f"{low}..{high}")
+        return value
+
+    parse.__name__ = "count"  # argparse names the type in some messages
+    return parse
 
 
 def seconds(minimum: float = 0.0, *, zero_ok: bool = False,

@@ -238,8 +238,10 @@ def main() -> int:
             # processes on one GPU a 64 MiB tolerance turns every context into a verdict
             agent.stop()
             tol = TEST_POLICY.replace("bypass_tolerance = 64MiB", "bypass_tolerance = 768MiB")
+            # a GPU takes 10 workloads by default (its slices, as in a cluster)
             agent = AgentProc(work / "state-many", [write_policy(work / "policy-many", tol)],
-                              env).start()
+                              env, extra=["--split-count", str(max(10, args.workloads))]
+                              ).start()
             # a real CUDA context is ~500 MiB on the H200 (300 MiB on the sim): 512 MiB would
             # refuse it and the run would measure a storm of verdicts, not the steady state
             m = many_workloads(agent, job, args.workloads, args.window,

@@ -97,3 +97,15 @@ def test_a_full_machine_refuses_and_says_so(tmp_path: Path) -> None:
     assert isinstance(out, Refusal) and out.code == 1
     assert out.error.startswith("no GPU of this machine has room")
     assert out.event is not None and out.event["event"] == "admission_refused"
+
+
+def test_a_gpu_takes_as_many_workloads_as_its_split_count(tmp_path: Path) -> None:
+    eff = _rule(tmp_path, "team", {"gpumem_mib": 64, "gpucores": 5})  # slices run out first
+    ask = parse_request({"name": "job", "namespace": "team"})
+    one = (GPUS[0],)
+    held = [Held(f"c{i}", ["GPU-a"], eff) for i in range(10)]
+    refused = plan_admission(ask, eff, "main", "node", one, lambda: held, "")
+    assert isinstance(refused, Refusal)
+    assert "GPU0 all 10 slices taken" in refused.reply()["error"]  # the default, as in a cluster
+    plan = plan_admission(ask, eff, "main", "node", one, lambda: held, "", split_count=11)
+    assert isinstance(plan, Plan) and list(plan.devices) == ["GPU-a"]

@@ -28,6 +28,8 @@ POLICIES = REPO / "examples" / "policies"
     (["top", "--interval", "nan"], "--interval", "> 0 and <= 3600"),
     (["run", "--wait", "-1", "--", "true"], "--wait", ">= 0"),
     (["bpf", "trace", "--duration", "0"], "--duration", "> 0"),
+    (["agent", "--policy", "p", "--split-count", "0"], "--split-count", "slices: use 1..1024"),
+    (["agent", "--policy", "p", "--split-count", "many"], "--split-count", "1..1024"),
 ])
 def test_bad_flag_value_names_the_flag_and_what_is_valid(
         argv: list[str], flag: str, valid: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -36,6 +38,12 @@ def test_bad_flag_value_names_the_flag_and_what_is_valid(
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert f"argument {flag}:" in err and valid in err and "Traceback" not in err
+
+
+def test_a_split_count_in_cluster_mode_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["agent", "--policy", "p", "--kubernetes", "--split-count", "20"]) == 2
+    err = capsys.readouterr().err
+    assert "--split-count is for standalone admission" in err and "deviceSplitCount" in err
 
 
 def _gpuwarden(*argv: str) -> subprocess.CompletedProcess[str]:
