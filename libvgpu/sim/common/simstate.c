@@ -330,6 +330,25 @@ static struct gwsim_proc *claim_entry(struct gwsim_state *st)
     return NULL;
 }
 
+/* Entries of this process's (pid, start time) when it claims one are its program's before an
+ * exec: the real driver opens its files close-on-exec, and the memory goes with them (H100: a
+ * process gone from nvidia-smi's compute apps after exec()ing `sleep`), so they are released. */
+static void release_previous_program(struct gwsim_state *st)
+{
+    int32_t pid = (int32_t)getpid();
+    uint64_t start = gwsim_proc_starttime(pid);
+    for (unsigned i = 0; i < GWSIM_MAX_PROCS; i++) {
+        struct gwsim_proc *p = &st->proc[i];
+        uint32_t expect = GWSIM_PROC_LIVE;
+        if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != GWSIM_PROC_LIVE || p->pid != pid ||
+            p->starttime != start)
+            continue;
+        if (__atomic_compare_exchange_n(&p->state, &expect, GWSIM_PROC_RECLAIMING, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            release_entry(st, p);
+    }
+}
+
 struct gwsim_proc *gwsim_self(void)
 {
     struct gwsim_state *st = gwsim_state();
@@ -337,6 +356,7 @@ struct gwsim_proc *gwsim_self(void)
         return NULL;
     pthread_mutex_lock(&g_self_lock);
     if (g_self == NULL) {
+        release_previous_program(st);
         g_self = claim_entry(st);
         if (g_self == NULL) {
             gwsim_reclaim_dead(st);

@@ -1,0 +1,104 @@
+"""A process that allocated through libvgpu and then exec()s a program without it keeps its pid,
+its start time and so its slot in the region: the real agent (real eBPF, the kernel's exec
+events through the proc connector) sees that libvgpu.so is no longer mapped in it, reports
+`shim_unloaded` and kills it as a bypass when the new program uses the GPU; a program exec()ed
+with the shim kept is left alone, and its new program is charged its own memory only."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from agent_harness import AgentProc, pid_alive
+
+pytestmark = [pytest.mark.bpf, pytest.mark.slow]
+
+# Allocate 512 MiB through the shim (it claims the process's slot), then exec gpu_job (64 MiB),
+# with LD_PRELOAD dropped or kept, once the file `go` exists. The new program uses less than the
+# old one counted, so no memory check (NVML or eBPF above the shim's count) can tell: only the
+# look at its maps does.
+EXEC_AFTER_THE_SHIM = """
+import ctypes, os, sys, time
+cu = ctypes.CDLL("libcuda.so.1")
+dev, ctx, ptr = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64()
+for rc in (cu.cuInit(0), cu.cuDeviceGet(ctypes.byref(dev), 0),
+           cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), cu.cuCtxSetCurrent(ctx),
+           cu.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(512 << 20))):
+    assert rc == 0, rc
+print("allocated", flush=True)
+preload, go, job = sys.argv[1:4]
+while not os.path.exists(go):
+    time.sleep(0.02)
+env = dict(os.environ)
+if preload == "drop":
+    del env["LD_PRELOAD"]
+os.execve(job, [job, *sys.argv[4:]], env)
+"""
+
+
+MIB = 1 << 20
+CONTEXT = 300 * MIB  # the simulated driver's context
+
+
+def _shim_bytes(agent: AgentProc, name: str) -> float | None:
+    return agent.metric("gpuwarden_workload_memory_used_bytes", {"pod": name, "source": "shim"})
+
+
+def _wait(cond, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
+        time.sleep(0.05)
+
+
+def _exec_after_the_shim(agent: AgentProc, gpu_job: Path, tmp_path: Path, preload: str,
+                         name: str) -> subprocess.Popen[str]:
+    """The workload's process once it allocated through the shim, the agent counted that, and
+    it was told to exec gpu_job (64 MiB, held 20 s)."""
+    go = tmp_path / f"go-{name}"
+    p = agent.run(["--namespace", "strict", "--name", name],
+                  [sys.executable, "-c", EXEC_AFTER_THE_SHIM, preload, go, gpu_job, "64",
+                   "20000"])
+    assert p.stdout is not None
+    assert p.stdout.readline() == "allocated\n", p.stderr.read() if p.stderr else ""
+    _wait(lambda: _shim_bytes(agent, name) == 512 * MIB + CONTEXT,
+          "the agent counting the shim's 512 MiB")
+    go.touch()
+    return p
+
+
+def test_an_exec_that_drops_the_shim_is_reported_and_killed_as_a_bypass(
+        start_agent, gpu_job: Path, tmp_path: Path) -> None:
+    agent: AgentProc = start_agent()
+    p = _exec_after_the_shim(agent, gpu_job, tmp_path, "drop", "dropper")
+    unloaded = agent.wait_event(lambda e: e.get("event") == "shim_unloaded", timeout=30)
+    assert unloaded["pid"] == p.pid and unloaded["workload"]["pod"] == "dropper"
+    kill = agent.wait_event(lambda e: e.get("action") == "kill", timeout=30)
+    assert kill["verdict"] == "bypass" and kill["results"] == {str(p.pid): "sent"}
+    p.communicate(timeout=30)
+    assert p.returncode == -9
+
+
+def test_an_exec_that_keeps_the_shim_is_left_alone(start_agent, gpu_job: Path,
+                                                    tmp_path: Path) -> None:
+    agent: AgentProc = start_agent()
+    p = _exec_after_the_shim(agent, gpu_job, tmp_path, "keep", "keeper")
+    assert p.stdout is not None
+    line = p.stdout.readline()  # gpu_job's own report once it holds its 64 MiB
+    assert "holding 64 MiB" in line, line
+    # the new program's shim gave back the old one's slot: only its own memory is counted
+    _wait(lambda: _shim_bytes(agent, "keeper") == 64 * MIB + CONTEXT,
+          "the shim's count becoming the new program's")
+    # an absence: for three slot periods (each a look at its maps after the exec event)
+    deadline = time.monotonic() + 6.0
+    while time.monotonic() < deadline:
+        events = agent.events()
+        assert not [e for e in events if e.get("event") in ("shim_unloaded", "violation",
+                                                             "action")], events
+        assert pid_alive(p.pid)
+        time.sleep(0.2)
+    p.kill()
+    p.communicate(timeout=30)
