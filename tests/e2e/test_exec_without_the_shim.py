@@ -7,38 +7,18 @@ with the shim kept is left alone, and its new program is charged its own memory 
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+import execafter
 import pytest
 from agent_harness import AgentProc, pid_alive
 
 pytestmark = [pytest.mark.bpf, pytest.mark.slow]
 
-# Allocate 512 MiB through the shim (it claims the process's slot), then exec gpu_job (64 MiB),
-# with LD_PRELOAD dropped or kept, once the file `go` exists. The new program uses less than the
-# old one counted, so no memory check (NVML or eBPF above the shim's count) can tell: only the
-# look at its maps does.
-EXEC_AFTER_THE_SHIM = """
-import ctypes, os, sys, time
-cu = ctypes.CDLL("libcuda.so.1")
-dev, ctx, ptr = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64()
-for rc in (cu.cuInit(0), cu.cuDeviceGet(ctypes.byref(dev), 0),
-           cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), cu.cuCtxSetCurrent(ctx),
-           cu.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(512 << 20))):
-    assert rc == 0, rc
-print("allocated", flush=True)
-preload, go, job = sys.argv[1:4]
-while not os.path.exists(go):
-    time.sleep(0.02)
-env = dict(os.environ)
-if preload == "drop":
-    del env["LD_PRELOAD"]
-os.execve(job, [job, *sys.argv[4:]], env)
-"""
-
-
+# The process allocates 512 MiB through the shim, then exec()s gpu_job (64 MiB). The new
+# program uses less than the old one was counted, so no memory check (NVML or eBPF above the
+# shim's count) can tell: only the look at its maps does.
 MIB = 1 << 20
 CONTEXT = 300 * MIB  # the simulated driver's context
 
@@ -60,8 +40,7 @@ def _exec_after_the_shim(agent: AgentProc, gpu_job: Path, tmp_path: Path, preloa
     it was told to exec gpu_job (64 MiB, held 20 s)."""
     go = tmp_path / f"go-{name}"
     p = agent.run(["--namespace", "strict", "--name", name],
-                  [sys.executable, "-c", EXEC_AFTER_THE_SHIM, preload, go, gpu_job, "64",
-                   "20000"])
+                  execafter.argv(512 * MIB, preload, go, gpu_job, "64", "20000"))
     assert p.stdout is not None
     assert p.stdout.readline() == "allocated\n", p.stderr.read() if p.stderr else ""
     _wait(lambda: _shim_bytes(agent, name) == 512 * MIB + CONTEXT,

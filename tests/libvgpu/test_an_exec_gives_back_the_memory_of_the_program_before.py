@@ -6,34 +6,22 @@ its own: the container is not held under its limit by memory nobody holds."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
+import execafter
 from cudaprobe import GiB, MiB, parse
 
 from libvgpu.region import Region
-
-# A program that allocates through the shim, then exec()s the cudaprobe with the given ops (the
-# shim still preloaded: LD_PRELOAD is inherited).
-PROGRAM = """
-import ctypes, os, sys
-cu = ctypes.CDLL("libcuda.so.1")
-dev, ctx, ptr = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64()
-for rc in (cu.cuInit(0), cu.cuDeviceGet(ctypes.byref(dev), 0),
-           cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), cu.cuCtxSetCurrent(ctx),
-           cu.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(int(sys.argv[1])))):
-    assert rc == 0, rc
-os.execv(sys.argv[2], sys.argv[2:])
-"""
 
 
 def test_the_program_after_an_exec_is_not_charged_the_memory_of_the_one_before(shim) -> None:
     run = shim("2g")
     before = 1200 * 1000 * 1000
     argv = run.probe.argv(*run.script("alloc:1200000000", "info", "wait"))
-    p = subprocess.Popen([sys.executable, "-c", PROGRAM, str(before), *argv], env=run.env,
+    p = subprocess.Popen(execafter.argv(before, "keep", "-", *argv), env=run.env,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert p.stdout is not None
+        assert p.stdout.readline() == "allocated\n"  # the first program, through the shim
         lines = []
         while len(lines) < 5:  # the header, init, primary, alloc, info rows
             line = p.stdout.readline()

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import execafter
 import pytest
 
 from agent.daemon import Agent, AgentConfig
@@ -580,22 +581,6 @@ def test_a_process_that_released_its_slot_on_its_way_out_is_not_a_bypass(
 # A process of the workload that runs the real shim on the simulated GPU: it allocates through
 # libvgpu (which registers it in a slot of the workload's region), then, told to, exec()s a
 # program that sleeps, with LD_PRELOAD dropped or kept.
-SHIMMED = """
-import ctypes, os, sys
-cu = ctypes.CDLL("libcuda.so.1")
-dev, ctx, ptr = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64()
-for rc in (cu.cuInit(0), cu.cuDeviceGet(ctypes.byref(dev), 0),
-           cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), cu.cuCtxSetCurrent(ctx),
-           cu.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(64 << 20))):
-    assert rc == 0, rc
-print("allocated", flush=True)
-sys.stdin.readline()
-env = dict(os.environ)
-if sys.argv[1] == "drop":
-    del env["LD_PRELOAD"]
-os.execve(sys.executable, [sys.executable, "-c",
-                           "print('exec', flush=True); import time; time.sleep(300)"], env)
-"""
 
 
 def on_the_sim_gpu(machine: Machine, sim_env: Mapping[str, str]) -> Agent:
@@ -622,7 +607,9 @@ def exec_after_the_shim(machine: Machine, agent: Agent, sim_env: Mapping[str, st
                          peer_pid=root.pid)
     assert answer["ok"] and answer["devices"] == [machine.gpu], answer
     wid = answer["wid"]
-    worker = subprocess.Popen([sys.executable, "-c", SHIMMED, preload],
+    worker = subprocess.Popen(execafter.argv(64 << 20, preload, "stdin", sys.executable, "-c",
+                                             "print('exec', flush=True); import time; "
+                                             "time.sleep(300)"),
                               env={**sim_env, **answer["env"]}, text=True,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     machine.children.append(worker)
