@@ -13,6 +13,7 @@ from pathlib import Path
 import execafter
 import pytest
 from agent_harness import AgentProc, pid_alive
+from testbed.procs import wait_for
 
 pytestmark = [pytest.mark.bpf, pytest.mark.slow]
 
@@ -27,13 +28,6 @@ def _shim_bytes(agent: AgentProc, name: str) -> float | None:
     return agent.metric("gpuwarden_workload_memory_used_bytes", {"pod": name, "source": "shim"})
 
 
-def _wait(cond, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
-        time.sleep(0.05)
-
-
 def _exec_after_the_shim(agent: AgentProc, gpu_job: Path, tmp_path: Path, preload: str,
                          name: str) -> subprocess.Popen[str]:
     """The workload's process once it allocated through the shim, the agent counted that, and
@@ -43,8 +37,8 @@ def _exec_after_the_shim(agent: AgentProc, gpu_job: Path, tmp_path: Path, preloa
                   execafter.argv(512 * MIB, preload, go, gpu_job, "64", "20000"))
     assert p.stdout is not None
     assert p.stdout.readline() == "allocated\n", p.stderr.read() if p.stderr else ""
-    _wait(lambda: _shim_bytes(agent, name) == 512 * MIB + CONTEXT,
-          "the agent counting the shim's 512 MiB")
+    wait_for(lambda: _shim_bytes(agent, name) == 512 * MIB + CONTEXT, 30,
+             "the agent counting the shim's 512 MiB")
     go.touch()
     return p
 
@@ -69,8 +63,8 @@ def test_an_exec_that_keeps_the_shim_is_left_alone(start_agent, gpu_job: Path,
     line = p.stdout.readline()  # gpu_job's own report once it holds its 64 MiB
     assert "holding 64 MiB" in line, line
     # the new program's shim gave back the old one's slot: only its own memory is counted
-    _wait(lambda: _shim_bytes(agent, "keeper") == 64 * MIB + CONTEXT,
-          "the shim's count becoming the new program's")
+    wait_for(lambda: _shim_bytes(agent, "keeper") == 64 * MIB + CONTEXT, 30,
+             "the shim's count becoming the new program's")
     # an absence: for three slot periods (each a look at its maps after the exec event)
     deadline = time.monotonic() + 6.0
     while time.monotonic() < deadline:

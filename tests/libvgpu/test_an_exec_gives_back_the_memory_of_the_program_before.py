@@ -41,4 +41,3 @@ def test_the_program_after_an_exec_is_not_charged_the_memory_of_the_one_before(s
     finally:
         p.kill()
         p.wait()
-
