@@ -307,6 +307,8 @@ void vgpu_region_release_slot(struct vgpu_region *r, struct vgpu_region_proc *sl
 
 uint64_t vgpu_region_release_previous(struct vgpu_region *r, uint32_t pid, uint64_t start_time)
 {
+    /* No other process frees such a slot meanwhile: its (pid, start time) is alive to every
+     * reclaimer, and this process claims under its slot lock. */
     uint64_t bytes = 0;
     if (start_time == 0)
         return 0;
@@ -316,17 +318,9 @@ uint64_t vgpu_region_release_previous(struct vgpu_region *r, uint32_t pid, uint6
             __atomic_load_n(&s->pid, __ATOMIC_RELAXED) != pid ||
             __atomic_load_n(&s->start_time, __ATOMIC_RELAXED) != start_time)
             continue;
-        uint32_t st = VGPU_PROC_ACTIVE;
-        if (!__atomic_compare_exchange_n(&s->state, &st, VGPU_PROC_RECLAIMING, 0,
-                                         __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-            continue;
-        if (s->pid != pid || s->start_time != start_time) { /* freed and claimed again since */
-            __atomic_store_n(&s->state, VGPU_PROC_ACTIVE, __ATOMIC_RELEASE);
-            continue;
-        }
         for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++)
             bytes += __atomic_load_n(&s->used_bytes[d], __ATOMIC_RELAXED);
-        vgpu_region_drain_slot(r, s);
+        vgpu_region_release_slot(r, s);
     }
     return bytes;
 }
