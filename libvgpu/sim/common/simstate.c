@@ -297,19 +297,28 @@ static void release_entry(struct gwsim_state *st, struct gwsim_proc *p)
     __atomic_store_n(&p->state, GWSIM_PROC_FREE, __ATOMIC_RELEASE);
 }
 
-void gwsim_reclaim_dead(struct gwsim_state *st)
+/* Release every live entry `gone` says has no program any more. */
+static void release_where(struct gwsim_state *st, int (*gone)(const struct gwsim_proc *))
 {
     for (unsigned i = 0; i < GWSIM_MAX_PROCS; i++) {
         struct gwsim_proc *p = &st->proc[i];
-        if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != GWSIM_PROC_LIVE)
-            continue;
-        if (gwsim_proc_starttime(p->pid) == p->starttime)
+        if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != GWSIM_PROC_LIVE || !gone(p))
             continue;
         uint32_t expect = GWSIM_PROC_LIVE;
         if (__atomic_compare_exchange_n(&p->state, &expect, GWSIM_PROC_RECLAIMING, 0,
                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
             release_entry(st, p);
     }
+}
+
+static int dead(const struct gwsim_proc *p)
+{
+    return gwsim_proc_starttime(p->pid) != p->starttime;
+}
+
+void gwsim_reclaim_dead(struct gwsim_state *st)
+{
+    release_where(st, dead);
 }
 
 static struct gwsim_proc *claim_entry(struct gwsim_state *st)
@@ -333,20 +342,10 @@ static struct gwsim_proc *claim_entry(struct gwsim_state *st)
 /* Entries of this process's (pid, start time) when it claims one are its program's before an
  * exec: the real driver opens its files close-on-exec, and the memory goes with them (H100: a
  * process gone from nvidia-smi's compute apps after exec()ing `sleep`), so they are released. */
-static void release_previous_program(struct gwsim_state *st)
+static int previous_program(const struct gwsim_proc *p)
 {
     int32_t pid = (int32_t)getpid();
-    uint64_t start = gwsim_proc_starttime(pid);
-    for (unsigned i = 0; i < GWSIM_MAX_PROCS; i++) {
-        struct gwsim_proc *p = &st->proc[i];
-        uint32_t expect = GWSIM_PROC_LIVE;
-        if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != GWSIM_PROC_LIVE || p->pid != pid ||
-            p->starttime != start)
-            continue;
-        if (__atomic_compare_exchange_n(&p->state, &expect, GWSIM_PROC_RECLAIMING, 0,
-                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            release_entry(st, p);
-    }
+    return p->pid == pid && p->starttime == gwsim_proc_starttime(pid);
 }
 
 struct gwsim_proc *gwsim_self(void)
@@ -356,7 +355,7 @@ struct gwsim_proc *gwsim_self(void)
         return NULL;
     pthread_mutex_lock(&g_self_lock);
     if (g_self == NULL) {
-        release_previous_program(st);
+        release_where(st, previous_program);
         g_self = claim_entry(st);
         if (g_self == NULL) {
             gwsim_reclaim_dead(st);
