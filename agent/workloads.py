@@ -181,27 +181,28 @@ class Regions:
         the shim once (a torch process's maps, thousands of lines, take ~1 ms to read). Reports
         each process judged to have unloaded it, and maps that cannot be read (once a
         workload)."""
+        if now < t.maps_next:  # nothing looked at: what was judged stands
+            return listed - t.shim_check.unloaded
+        t.maps_next = now + SLOTS_PERIOD
         looks: dict[Pid, Maps] = {}
-        if now >= t.maps_next:
-            t.maps_next = now + SLOTS_PERIOD
-            look_at = listed
-            if self._exec_events() and not t.maps_all:
-                look_at = listed & (t.exec_seen | set(t.shim_check.missing_since)
-                                    | (listed - t.maps_seen))
-            t.maps_all, t.maps_seen = False, listed
-            t.exec_seen -= look_at
-            for p in look_at:
-                try:
-                    m = mapped(p, SHIM_NAME, self._proc_root)
-                except OSError as err:
-                    looks[p] = Maps.UNKNOWN
-                    if not t.maps_error:
-                        t.maps_error = str(err)
-                        self._emit({"event": "shim_check_error", "workload": workload_doc(t),
-                                    "pid": p, "error": str(err), "handling": "a process whose "
-                                    "maps cannot be read counts as running the shim"})
-                    continue
-                looks[p] = Maps.UNKNOWN if m is None else Maps.LOADED if m else Maps.MISSING
+        look_at = listed
+        if self._exec_events() and not t.maps_all:
+            look_at = listed & (t.exec_seen | set(t.shim_check.missing_since)
+                                | (listed - t.maps_seen))
+        t.maps_all, t.maps_seen = False, listed
+        t.exec_seen -= look_at
+        for p in look_at:
+            try:
+                m = mapped(p, SHIM_NAME, self._proc_root)
+            except OSError as err:
+                looks[p] = Maps.UNKNOWN
+                if not t.maps_error:
+                    t.maps_error = str(err)
+                    self._emit({"event": "shim_check_error", "workload": workload_doc(t),
+                                "pid": p, "error": str(err), "handling": "a process whose "
+                                "maps cannot be read counts as running the shim"})
+                continue
+            looks[p] = Maps.UNKNOWN if m is None else Maps.LOADED if m else Maps.MISSING
         before = t.shim_check
         t.shim_check = check_shims(listed, looks, before, now)
         for p in sorted(t.shim_check.unloaded - before.unloaded):
