@@ -213,7 +213,7 @@ def worker(args: argparse.Namespace) -> int:
             step()
             calls += 1
             if sync_every and calls % sync_every == 0:
-                tl = time.monotonic()
+                tl = time.monotonic() if args.timeline else 0.0
                 torch.cuda.synchronize()
                 if args.timeline:
                     windows.append((round(tl, 6), round(time.monotonic(), 6)))
