@@ -178,7 +178,7 @@ class Regions:
         """The listed (host) pids that still run the shim (agent.shimcheck): every SLOTS_PERIOD
         the agent looks at the maps of each listed process, or, while exec events reach it,
         only of those listed since the last look, those that exec()ed, and those found without
-        the shim once (a torch process's maps, thousands of lines, take ~1 ms to read). Reports
+        the shim once (a read costs ~0.4 ms per 1000 mappings on a 2-core VM). Reports
         each process judged to have unloaded it, and maps that cannot be read (once a
         workload)."""
         if now < t.maps_next:  # nothing looked at: what was judged stands
