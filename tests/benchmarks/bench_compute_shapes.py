@@ -692,6 +692,28 @@ def at_once_pct(a: list[list[Window]], b: list[list[Window]], t1: float, t2: flo
     return round(100 * both / (t2 - t1), 1) if t2 > t1 else 0.0
 
 
+def idle_pct(a: list[list[Window]], b: list[list[Window]], t1: float,
+             t2: float) -> dict[str, float]:
+    """% of [t1, t2] in which no step of either side was in flight, by what the gap lay between:
+    two steps of one process (`process`: its own synchronisation and launch), steps of two
+    processes of one side (`sibling`: a split window's part handed on), or of the two sides
+    (`other`: the turn handed to the other container).  Gaps at the phase's edges are left out."""
+    tagged = sorted((x, y, (side, p)) for side, ws in ((0, a), (1, b))
+                    for p, w in enumerate(ws) for x, y in w)
+    gaps = {"process": 0.0, "sibling": 0.0, "other": 0.0}
+    end, tag = None, None
+    for x, y, t in tagged:
+        x, y = max(x, t1), min(y, t2)
+        if x >= y:
+            continue
+        if end is not None and tag is not None and x > end:
+            kind = "process" if t == tag else "sibling" if t[0] == tag[0] else "other"
+            gaps[kind] += x - end
+        if end is None or y > end:
+            end, tag = y, t
+    return {k: round(100 * v / (t2 - t1), 1) if t2 > t1 else 0.0 for k, v in gaps.items()}
+
+
 def bench_weights(r: Runner, pairs: tuple[tuple[Shape, Weighted, Weighted], ...] = WEIGHT_PAIRS,
                   out: list[dict] | None = None) -> list[dict]:
     """Under `default` gpucores is a weight: two busy containers (low priority) whose shares sum
@@ -702,7 +724,9 @@ def bench_weights(r: Runner, pairs: tuple[tuple[Shape, Weighted, Weighted], ...]
     90).  A container of several processes counts their throughputs together.  Shapes that
     synchronise each kernel also report how much of the phase the two containers' kernels were
     in flight at once (`at_once_pct`), and a two-process container's own two (`siblings_...`):
-    a container's processes that time-slice each other's kernels show there first."""
+    a container's processes that time-slice each other's kernels show there first; and where
+    the GPU sat idle between steps (`idle_pct`, idle_pct): a split window's part handed on
+    shows as `sibling`."""
     out = [] if out is None else out
     ph = r.phase_s
     alone: dict[Shape, float] = {}
@@ -728,6 +752,7 @@ def bench_weights(r: Runner, pairs: tuple[tuple[Shape, Weighted, Weighted], ...]
                 at_once_pct(x["windows"][:1], x["windows"][1:2], t1, t2)
                 if len(x["windows"]) > 1 else None for x in (ra, rb)]
             row["gpu_busy_pct"] = ra.get("gpu_busy_pct")
+            row["idle_pct"] = idle_pct(ra["windows"], rb["windows"], t1, t2)
         print(json.dumps(row), flush=True)
         out.append(row)
     return out

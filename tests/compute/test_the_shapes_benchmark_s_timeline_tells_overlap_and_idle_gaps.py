@@ -1,0 +1,40 @@
+"""The shapes benchmark's timeline measures (tests/benchmarks/bench_compute_shapes.py), pure
+functions over step windows: how long two containers' kernels were in flight at once, and what
+the GPU's idle gaps lay between (a process's own steps, a container's two processes, the two
+containers).  Issue 18's split-window findings rest on these numbers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import bench_compute_shapes as bench  # noqa: E402
+
+
+def test_overlap_counts_only_time_both_sides_are_in_flight() -> None:
+    a = [[(0.0, 2.0)], [(1.0, 3.0)]]  # one side's two processes overlap each other: once
+    b = [[(2.5, 4.0)]]
+    assert bench.at_once_pct(a, b, 0.0, 10.0) == pytest.approx(5.0)
+
+
+def test_idle_gaps_are_told_apart_by_what_they_lie_between() -> None:
+    a = [[(0.0, 1.0), (1.2, 2.0)],  # 0.2 between one process's own steps
+         [(2.4, 3.0)]]               # 0.4 from its sibling's step to this one
+    b = [[(3.8, 5.0)]]               # 0.8 from the other side's step
+    assert bench.idle_pct(a, b, 0.0, 5.0) == {"process": 4.0, "sibling": 8.0, "other": 16.0}
+
+
+def test_a_gap_belongs_to_the_step_that_ended_last() -> None:
+    # b's short step ends inside a's long one: the gap after is a's own
+    a = [[(0.0, 2.0), (2.5, 3.0)]]
+    b = [[(0.5, 1.0)]]
+    assert bench.idle_pct(a, b, 0.0, 5.0) == {"process": 10.0, "sibling": 0.0, "other": 0.0}
+
+
+def test_gaps_at_the_phase_s_edges_are_left_out() -> None:
+    a = [[(1.0, 2.0)]]
+    b = [[(2.0, 3.0)]]
+    assert bench.idle_pct(a, b, 0.0, 10.0) == {"process": 0.0, "sibling": 0.0, "other": 0.0}
