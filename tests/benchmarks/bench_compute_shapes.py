@@ -753,6 +753,9 @@ def bench_weights(r: Runner, pairs: tuple[tuple[Shape, Weighted, Weighted], ...]
                 if len(x["windows"]) > 1 else None for x in (ra, rb)]
             row["gpu_busy_pct"] = ra.get("gpu_busy_pct")
             row["idle_pct"] = idle_pct(ra["windows"], rb["windows"], t1, t2)
+        # the containers' own accounts (their regions: all their processes), % of wall time
+        row["charged_pct"] = [round(x.get("charged_pct", 0.0), 1) for x in (ra, rb)]
+        row["waited_pct"] = [round(x.get("waited_pct", 0.0), 1) for x in (ra, rb)]
         print(json.dumps(row), flush=True)
         out.append(row)
     return out
