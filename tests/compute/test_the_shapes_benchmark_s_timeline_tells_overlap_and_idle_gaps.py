@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import bench_compute_shapes as bench  # noqa: E402
+import bench_compute_shapes as bench
 
 
 def test_overlap_counts_only_time_both_sides_are_in_flight() -> None:
