@@ -772,6 +772,7 @@ def bench_weights(r: Runner, pairs: tuple[tuple[Shape, Weighted, Weighted], ...]
         # the containers' own accounts (their regions: all their processes), % of wall time
         row["charged_pct"] = [round(x.get("charged_pct", 0.0), 1) for x in (ra, rb)]
         row["waited_pct"] = [round(x.get("waited_pct", 0.0), 1) for x in (ra, rb)]
+        row["cost_scale"] = [x.get("cost_scale") for x in (ra, rb)]  # DVFS x busy feedback
         print(json.dumps(row), flush=True)
         out.append(row)
     return out
