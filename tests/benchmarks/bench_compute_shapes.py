@@ -751,8 +751,9 @@ def bench_weights(r: Runner, pairs: tuple[tuple[Shape, Weighted, Weighted], ...]
     synchronise each kernel also report how much of the phase the two containers' kernels were
     in flight at once (`at_once_pct`), and a two-process container's own two (`siblings_...`):
     a container's processes that time-slice each other's kernels show there first; and where
-    the GPU sat idle between steps (`idle_pct`, idle_pct): a split window's part handed on
-    shows as `sibling`."""
+    the GPU sat idle between steps (`idle_pct`): a split window's part handed on shows as
+    `sibling`.  Every row gives each container's charged and waited time (% of wall time) and
+    cost scale, from its region."""
     out = [] if out is None else out
     ph = r.phase_s
     alone: dict[Shape, float] = {}
