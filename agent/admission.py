@@ -73,7 +73,7 @@ class Held:
 
 
 def admission_node(node: str, gpus: Sequence[Gpu], held: Iterable[Held],
-                   split_count: int = DEVICE_SPLIT_COUNT) -> NodeState:
+                   split_count: int) -> NodeState:
     """This machine as the placement core sees it: its GPUs, each of `split_count` slices, and
     what the admitted workloads hold (their limits under the current policy)."""
     devices = tuple(GpuDevice(d.uuid, d.index, d.total_bytes // MIB, 100, d.name)
