@@ -578,11 +578,6 @@ def test_a_process_that_released_its_slot_on_its_way_out_is_not_a_bypass(
         agent.close()
 
 
-# A process of the workload that runs the real shim on the simulated GPU: it allocates through
-# libvgpu (which registers it in a slot of the workload's region), then, told to, exec()s a
-# program that sleeps, with LD_PRELOAD dropped or kept.
-
-
 def on_the_sim_gpu(machine: Machine, sim_env: Mapping[str, str]) -> Agent:
     """An agent whose fake NVML names its GPU by the simulated GPU's UUID, the one the shim
     registers in the region: the shim's count, eBPF's and NVML's are of the same GPU."""
