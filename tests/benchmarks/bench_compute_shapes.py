@@ -181,6 +181,8 @@ def worker(args: argparse.Namespace) -> int:
         from libvgpu.region import Region
 
         region = Region.open(os.environ["CUDA_DEVICE_MEMORY_SHARED_CACHE"])
+    states: list[tuple] = []
+    stop_states = sample_states(region, states) if args.states and region is not None else None
     if args.start_at:
         time.sleep(max(0.0, args.start_at - time.monotonic()))
     sync_every = shape.sync or (1 if shape.duty < 1.0 or shape.idle_ms else 0)
@@ -239,6 +241,8 @@ def worker(args: argparse.Namespace) -> int:
         }
         if args.timeline:
             rec["windows"] = windows
+        if states:
+            rec["states"] = [x for x in list(states) if t0 - STATE_EVERY_S <= x[0] <= t2]
         if s1 is not None and region is not None:
             s2 = region.compute_state(0)
             launches = s2.launches - s1.launches
@@ -252,9 +256,39 @@ def worker(args: argparse.Namespace) -> int:
                 "cost_scale": s2.cost_scale,
             }
         print(json.dumps(rec), flush=True)
+    if stop_states is not None:
+        stop_states()
     if region is not None:
         region.close()
     return 0
+
+
+STATE_EVERY_S = 0.01  # a worker's --states: its container's compute state this often
+
+
+def sample_states(region, out: list[tuple]):
+    """Appends (time, charged ns, waited ns, launches, in turns, cost scale, effective %) of the
+    container's device 0 to `out` every STATE_EVERY_S, from a thread, until the returned function
+    is called (before the region is closed): what its gate did over time (slices())."""
+    import threading
+
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.is_set():
+            st = region.compute_state(0)
+            out.append((round(time.monotonic(), 6), st.charged_ns, st.waited_ns, st.launches,
+                        int(st.turns), round(st.cost_scale, 4), st.effective_pct))
+            stop.wait(STATE_EVERY_S)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+
+    def done() -> None:
+        stop.set()
+        thread.join()
+
+    return done
 
 
 # ---- probe: what the GPU and its events say about each matmul size, without libvgpu ---------
@@ -343,12 +377,14 @@ class Runner:
         return env
 
     def start(self, shape: Shape, phases: str, env: dict[str, str], start_at: float,
-              cold: bool = False, warm_s: float | None = None, timeline: bool = False):
+              cold: bool = False, warm_s: float | None = None, timeline: bool = False,
+              states: bool = False):
         warm = self.warm_s if warm_s is None else warm_s
         cmd = [sys.executable, __file__, "worker", "--shape", json.dumps(asdict(shape)),
                f"--phases={phases}", "--start-at", str(start_at), "--warm", str(warm)]
         cmd += ["--cold"] if cold else []
         cmd += ["--timeline"] if timeline else []
+        cmd += ["--states"] if states else []
         procs = []
         for _ in range(shape.procs):
             # stderr to a file: a shim logging at LIBCUDA_LOG_LEVEL=3 may write more than a
@@ -880,7 +916,37 @@ class CpuLoad:
                 p.send_signal(signal.SIGCONT)
 
 
+def slices(windows: list[list[Window]], states: list, t0: float, width: float,
+           n: int) -> list[dict]:
+    """The `n` slices of `width` s from `t0`: per slice, the steps that ended in it and their
+    median time (launched to synchronised, ms), the % of it with a step in flight (`windows`, one
+    list per process), and from `states` (sample_states' tuples) the % of it charged and waited
+    in the gate and in turns (the samples within it), None where no two samples bound it."""
+    ends = sorted((b, b - a) for ws in windows for a, b in ws)
+    out = []
+    for i in range(n):
+        a, b = t0 + i * width, t0 + (i + 1) * width
+        took = [d for e, d in ends if a <= e < b]
+        flight = sum(y - x for x, y in union(windows, a, b))
+        row: dict = {"from_ms": round(1e3 * i * width), "steps": len(took),
+                     "step_ms": round(1e3 * statistics.median(took), 2) if took else None,
+                     "in_flight_pct": round(100 * flight / width, 1),
+                     "charged_pct": None, "waited_pct": None, "turns_pct": None}
+        before = [x for x in states if x[0] <= a]
+        upto = [x for x in states if x[0] <= b]
+        if before and upto and upto[-1][0] > before[-1][0]:
+            s1, s2 = before[-1], upto[-1]
+            dt = s2[0] - s1[0]
+            inside = [x[4] for x in states if a <= x[0] <= b]
+            row |= {"charged_pct": round(100 * (s2[1] - s1[1]) / 1e9 / dt, 1),
+                    "waited_pct": round(100 * (s2[2] - s1[2]) / 1e9 / dt, 1),
+                    "turns_pct": round(100 * sum(inside) / len(inside)) if inside else None}
+        out.append(row)
+    return out
+
+
 NEWCOMER = (Shape("mm", 4096, sync=0), Shape("mm", 16384, sync=0))
+NEWCOMER_SLICE_S = 0.1  # the newcomer's first second, told in slices this long
 NEWCOMER_AFTER_S = 2.0  # the first container runs alone this long before the second starts
 
 
@@ -895,16 +961,18 @@ def bench_newcomer(r: Runner, shapes: tuple[Shape, ...] = NEWCOMER,
     for shape in shapes:
         ref = saturated(r, shape.size, shape.streams)
         late = replace(shape, sync=1)
-        cold = r.results(r.start(late, COLD_PHASE_SPEC, r.container(), 0.0, cold=True))
+        cold = r.results(r.start(late, COLD_PHASE_SPEC, r.container(), 0.0, cold=True,
+                                 timeline=True))
         alone = [100 * x["steps_per_s"] / ref for x in cold]
         start = time.monotonic() + 15.0
         # the first one's run in two phases: alone, then beside the newcomer
         # logging at 3: whether either was found light (out of the turns, claiming), counted
         pa = r.start(shape, f"-1:{NEWCOMER_AFTER_S},-1:{COLD_PHASES[-1][1]}",
-                     r.container(CUDA_DEVICE_SM_LIMIT="70", LIBCUDA_LOG_LEVEL="3"), start)
+                     r.container(CUDA_DEVICE_SM_LIMIT="70", LIBCUDA_LOG_LEVEL="3"), start,
+                     states=True)
         pb = r.start(late, COLD_PHASE_SPEC,
                      r.container(CUDA_DEVICE_SM_LIMIT="30", LIBCUDA_LOG_LEVEL="3"),
-                     start + NEWCOMER_AFTER_S, cold=True)
+                     start + NEWCOMER_AFTER_S, cold=True, timeline=True, states=True)
         ra, rb = r.results(pa), r.results(pb)
         points = []
         for (a, b), xb, al in zip(COLD_PHASES, rb, alone, strict=True):
@@ -912,7 +980,17 @@ def bench_newcomer(r: Runner, shapes: tuple[Shape, ...] = NEWCOMER,
             points.append({"seconds": f"{a:g}-{b:g}", "30": round(sb, 1), "alone": round(al, 1),
                            "ok": abs(sb - 0.3 * al) <= 5})
         paired = ra[-1]
-        row = {"shape": shape.name,
+        # the first second in slices: the newcomer's steps and gate, the first one's gate
+        t0, k = rb[0]["t1"], round(1 / NEWCOMER_SLICE_S)
+        first = slices([], paired.get("states", []), t0, NEWCOMER_SLICE_S, k)
+        alone_first = slices(cold[0].get("windows", []), [], cold[0]["t1"], NEWCOMER_SLICE_S, k)
+        sliced = [n | {"first_" + key: f[key] for key in ("charged_pct", "waited_pct",
+                                                          "turns_pct")}
+                  | {"alone_steps": al["steps"], "alone_step_ms": al["step_ms"]}
+                  for n, f, al in zip(slices(rb[0].get("windows", []), rb[0].get("states", []),
+                                             t0, NEWCOMER_SLICE_S, k), first, alone_first,
+                                      strict=True)]
+        row = {"shape": shape.name, "first_second": sliced,
                "first_pct_overall": round(100 * sum(x["steps_per_s"] * (x["t2"] - x["t1"])
                                                     for x in ra)
                                           / sum(x["t2"] - x["t1"] for x in ra) / ref, 1),
@@ -1171,6 +1249,25 @@ def markdown(res: dict) -> str:
                          + f"{nb.get('waited_pct', '?')}, {nb.get('step_p50_ms', '?')} | "
                          + f"{', '.join(map(str, c.get('found_light', ['?', '?'])))} |")
         lines.append("")
+        for c in res["newcomer"]:
+            if not c.get("first_second"):
+                continue
+            lines += [f"The newcomer's first second beside {c['shape']}, in "
+                      f"{1e3 * NEWCOMER_SLICE_S:g}-ms slices: its steps ended in the slice and "
+                      "their median time (launched to synchronised), the % of the slice with a "
+                      "step in flight, its gate's charged and waited time (% of the slice) and "
+                      "the % of the slice in turns; the first one's charged, waited and turns; "
+                      "the same loop started cold alone: its steps and step time", "",
+                      "| ms | steps | step ms | in flight | charged | waited | turns | first: "
+                      "charged, waited, turns | alone: steps, step ms |",
+                      "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+            for x in c["first_second"]:
+                lines.append(f"| {x['from_ms']} | {x['steps']} | {x['step_ms']} | "
+                             f"{x['in_flight_pct']} | {x['charged_pct']} | {x['waited_pct']} | "
+                             f"{x['turns_pct']} | {x['first_charged_pct']}, "
+                             f"{x['first_waited_pct']}, {x['first_turns_pct']} | "
+                             f"{x['alone_steps']}, {x['alone_step_ms']} |")
+            lines.append("")
     if res.get("shared_cold"):
         lines += ["Two containers 30 + 70 (default policy) starting together, paced from the first "
                   "launch: % of saturated throughput, seconds 0-1 / 1-2 / 2-4; alone: one "
@@ -1226,6 +1323,8 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--cold", action="store_true", help="no warm-up: measure from the first step")
     w.add_argument("--timeline", action="store_true",
                    help="record each synchronised step's window (launched, synchronised)")
+    w.add_argument("--states", action="store_true",
+                   help="record the container's compute state every 10 ms (sample_states)")
     pr = sub.add_parser("probe")
     pr.add_argument("--sizes", type=int, nargs="+", default=[256, 1024, 2048, 4096, 8192])
     ap.add_argument("--out", type=Path, default=Path("bench_compute_shapes_out"))

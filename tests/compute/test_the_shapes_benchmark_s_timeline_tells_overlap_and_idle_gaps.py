@@ -38,3 +38,21 @@ def test_gaps_at_the_phase_s_edges_are_left_out() -> None:
     a = [[(1.0, 2.0)]]
     b = [[(2.0, 3.0)]]
     assert bench.idle_pct(a, b, 0.0, 10.0) == {"process": 0.0, "sibling": 0.0, "other": 0.0}
+
+
+def test_slices_tell_steps_flight_and_the_gate_s_time_per_slice() -> None:
+    windows = [[(0.00, 0.03), (0.05, 0.08), (0.12, 0.15)]]  # steps end at 30, 80, 150 ms
+    # (time, charged ns, waited ns, launches, turns, scale, effective %)
+    states = [(0.0, 0, 0, 0, 0, 1.0, 30), (0.1, 20_000_000, 50_000_000, 2, 1, 1.0, 30),
+              (0.2, 30_000_000, 60_000_000, 3, 1, 1.0, 30)]
+    first, second = bench.slices(windows, states, 0.0, 0.1, 2)
+    assert (first["steps"], first["step_ms"], first["in_flight_pct"]) == (2, 30.0, 60.0)
+    assert (first["charged_pct"], first["waited_pct"], first["turns_pct"]) == (20.0, 50.0, 50)
+    assert (second["steps"], second["step_ms"], second["in_flight_pct"]) == (1, 30.0, 30.0)
+    assert (second["charged_pct"], second["waited_pct"], second["turns_pct"]) == (10.0, 10.0, 100)
+
+
+def test_a_slice_no_two_samples_bound_says_nothing_of_the_gate() -> None:
+    (only,) = bench.slices([], [(0.05, 0, 0, 0, 0, 1.0, 30)], 0.0, 0.1, 1)
+    assert only["steps"] == 0 and only["step_ms"] is None
+    assert only["charged_pct"] is None and only["waited_pct"] is None
