@@ -387,12 +387,15 @@ class Runner:
         cmd += ["--states"] if states else []
         procs = []
         for _ in range(shape.procs):
-            # stderr to a file: a shim logging at LIBCUDA_LOG_LEVEL=3 may write more than a
-            # pipe holds before results() reads it
+            # both to files: a shim logging at LIBCUDA_LOG_LEVEL=3, or a phase's record with
+            # its step windows, may write more than a pipe holds before results() reads it (a
+            # newcomer's print blocked until the first container ended, and its last phase was
+            # left empty)
             self.workers += 1
+            out = open(self.tmp / f"worker-{self.workers}.out", "w+")  # noqa: SIM115
             err = open(self.tmp / f"worker-{self.workers}.err", "w+")  # noqa: SIM115
-            p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
-            p.err_file = err  # type: ignore[attr-defined]
+            p = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True)
+            p.out_file, p.err_file = out, err  # type: ignore[attr-defined]
             procs.append(p)
         return procs
 
@@ -403,7 +406,10 @@ class Runner:
         per = []
         light = 0  # times the shim logged the container found light (LIBCUDA_LOG_LEVEL=3)
         for p in procs:
-            out, _ = p.communicate(timeout=300)
+            p.wait(timeout=300)
+            p.out_file.seek(0)
+            out = p.out_file.read()
+            p.out_file.close()
             p.err_file.seek(0)
             err = p.err_file.read()
             p.err_file.close()
