@@ -21,6 +21,9 @@
  *   workload of changing shapes (sequence lengths) launches kernels of unknown cost.
  *   LAUNCH_LOOP_KERNELS=K (kernel path) launches K different functions in turn, as a model's
  *   forward pass does (with GPUWARDEN_SIM_LAZY_LOAD_US, each one's first launch loads it).
+ *   LAUNCH_LOOP_DELAY_US=U launches one kernel, synchronises, and idles U microseconds before
+ *   its loop starts (a container that loaded its model and waits for work); the loop's times
+ *   count from its end.
  *   LAUNCH_LOOP_IDLE_US=U sleeps U microseconds after each synchronisation (an application
  *   idle between bursts of work, waiting for its next request).
  *   LAUNCH_LOOP_REQUEST=K,C makes a request of K synchronisations: after each of the first K-1
@@ -247,6 +250,21 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    {
+        /* LAUNCH_LOOP_DELAY_US: one kernel launched and synchronised (a model loaded), then the
+         * process idles this long before its loop (a container that started and waits for work,
+         * present on the GPU) */
+        const char *delay_s = getenv("LAUNCH_LOOP_DELAY_US");
+        if (delay_s != NULL) {
+            LOAD(cuLaunchKernel);
+            check(p_cuLaunchKernel(fn, grid, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), "first kernel");
+            check(p_cuCtxSynchronize(), "cuCtxSynchronize");
+            uint64_t until = now_ns() + 1000u * strtoull(delay_s, NULL, 10);
+            struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
+            while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
+                ;
+        }
+    }
     t0 = now_ns();
     end = t0 + (uint64_t)(seconds * 1e9);
     for (;;) {
