@@ -37,8 +37,9 @@ for step in "$@"; do
     bench-trace) timeout 200 python3 tests/benchmarks/bench_compute_shapes.py --only trace --shapes 15,16 --limits 30,70 --out "$OUT/trace" 2>&1 | tee "$OUT/bench-trace.log" ;;
     # how the gate waits (sleep / auto / yield, alternated) with a spinning process per core
     bench-gatewait) timeout 300 python3 tests/benchmarks/bench_compute_shapes.py --only gatewait --cpu-load "$(nproc)" --gate-wait-rounds 2 --out "$OUT/gatewait" 2>&1 | tee "$OUT/bench-gatewait.log" ;;
-    # a paced newcomer beside a container that queued alone without synchronising (about 80 s)
-    bench-newcomer) timeout 200 python3 tests/benchmarks/bench_compute_shapes.py --only newcomer --out "$OUT/newcomer" 2>&1 | tee "$OUT/bench-newcomer.log" ;;
+    # a paced newcomer beside a container that ran alone without synchronising, two rounds
+    # (about 160 s: one second's share depends on where the turns' windows fall)
+    bench-newcomer) timeout 300 python3 tests/benchmarks/bench_compute_shapes.py --only newcomer --newcomer-rounds 2 --out "$OUT/newcomer" 2>&1 | tee "$OUT/bench-newcomer.log" ;;
     # request services at 30 beside a busy loop at 70, each against itself alone (about 150 s)
     bench-light) timeout 240 python3 tests/benchmarks/bench_compute_shapes.py --only light --phase 1.5 --warm 0.5 --out "$OUT/light" 2>&1 | tee "$OUT/bench-light.log" ;;
     *) echo "unknown step $step (tests|bench-shim|bench-bpf|bench-compute|bench-shapes|bench-shapes-long|bench-sharing|bench-trace|bench-gatewait|bench-newcomer|bench-light)"; exit 2 ;;
