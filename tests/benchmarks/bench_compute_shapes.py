@@ -35,10 +35,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -46,6 +46,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
 from bench_compute import Gpu, _gpu_name  # noqa: E402
+
+if TYPE_CHECKING:
+    from libvgpu.region import Region
 
 LIMITS = (10, 30, 50, 70)
 SECTIONS = ("probe", "shapes", "cold", "trace", "shared", "weights", "sharedcold", "newcomer",
@@ -266,7 +269,7 @@ def worker(args: argparse.Namespace) -> int:
 STATE_EVERY_S = 0.01  # a worker's --states: its container's compute state this often
 
 
-def sample_states(region, out: list[tuple]):
+def sample_states(region: Region, out: list[tuple]) -> Callable[[], None]:
     """Appends (time, charged ns, waited ns, launches, in turns, cost scale, effective %) of the
     container's device 0 to `out` every STATE_EVERY_S, from a thread, until the returned function
     is called (before the region is closed): what its gate did over time (slices())."""
