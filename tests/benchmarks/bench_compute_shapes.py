@@ -184,7 +184,7 @@ def worker(args: argparse.Namespace) -> int:
         from libvgpu.region import Region
 
         region = Region.open(os.environ["CUDA_DEVICE_MEMORY_SHARED_CACHE"])
-    states: list[tuple] = []
+    states: list[State] = []
     stop_states = sample_states(region, states) if args.states and region is not None else None
     if args.start_at:
         time.sleep(max(0.0, args.start_at - time.monotonic()))
@@ -245,7 +245,7 @@ def worker(args: argparse.Namespace) -> int:
         if args.timeline:
             rec["windows"] = windows
         if states:
-            rec["states"] = [x for x in list(states) if t0 - STATE_EVERY_S <= x[0] <= t2]
+            rec["states"] = [x for x in list(states) if t0 - STATE_EVERY_S <= x.t <= t2]
         if s1 is not None and region is not None:
             s2 = region.compute_state(0)
             launches = s2.launches - s1.launches
@@ -269,10 +269,22 @@ def worker(args: argparse.Namespace) -> int:
 STATE_EVERY_S = 0.01  # a worker's --states: its container's compute state this often
 
 
-def sample_states(region: Region, out: list[tuple]) -> Callable[[], None]:
-    """Appends (time, charged ns, waited ns, launches, in turns, cost scale, effective %) of the
-    container's device 0 to `out` every STATE_EVERY_S, from a thread, until the returned function
-    is called (before the region is closed): what its gate did over time (slices())."""
+class State(NamedTuple):
+    """One sample of a container's compute state on device 0 (sample_states); a list of the
+    same fields once it went through a worker's JSON record."""
+    t: float  # time.monotonic()
+    charged_ns: int
+    waited_ns: int
+    launches: int
+    turns: int  # 1: taking turns
+    cost_scale: float
+    effective_pct: int
+
+
+def sample_states(region: Region, out: list[State]) -> Callable[[], None]:
+    """Appends a State of the container's device 0 to `out` every STATE_EVERY_S, from a thread,
+    until the returned function is called (before the region is closed): what its gate did over
+    time (timeline_slices())."""
     import threading
 
     stop = threading.Event()
@@ -280,8 +292,9 @@ def sample_states(region: Region, out: list[tuple]) -> Callable[[], None]:
     def run() -> None:
         while not stop.is_set():
             st = region.compute_state(0)
-            out.append((round(time.monotonic(), 6), st.charged_ns, st.waited_ns, st.launches,
-                        int(st.turns), round(st.cost_scale, 4), st.effective_pct))
+            out.append(State(round(time.monotonic(), 6), st.charged_ns, st.waited_ns,
+                             st.launches, int(st.turns), round(st.cost_scale, 4),
+                             st.effective_pct))
             stop.wait(STATE_EVERY_S)
 
     thread = threading.Thread(target=run, daemon=True)
@@ -935,13 +948,15 @@ class CpuLoad:
                 p.send_signal(signal.SIGCONT)
 
 
-def slices(windows: list[list[Window]], states: list, t0: float, width: float,
-           n: int) -> list[dict]:
+def timeline_slices(windows: list[list[Window]], samples: list, t0: float, width: float,
+                    n: int) -> list[dict]:
     """The `n` slices of `width` s from `t0`: per slice, the steps that ended in it and their
     median time (launched to synchronised, ms), the % of it with a step in flight (`windows`, one
-    list per process), and from `states` (sample_states' tuples) the % of it charged and waited
-    in the gate and in turns (the samples within it), None where no two samples bound it."""
+    list per process), and from `samples` (States, or their JSON lists) the % of it charged and
+    waited in the gate and in turns (the samples within it), None where no two samples bound
+    it."""
     ends = sorted((b, b - a) for ws in windows for a, b in ws)
+    states = [State(*x) for x in samples]
     out = []
     for i in range(n):
         a, b = t0 + i * width, t0 + (i + 1) * width
@@ -951,14 +966,14 @@ def slices(windows: list[list[Window]], states: list, t0: float, width: float,
                      "step_ms": round(1e3 * statistics.median(took), 2) if took else None,
                      "in_flight_pct": round(100 * flight / width, 1),
                      "charged_pct": None, "waited_pct": None, "turns_pct": None}
-        before = [x for x in states if x[0] <= a]
-        upto = [x for x in states if x[0] <= b]
-        if before and upto and upto[-1][0] > before[-1][0]:
+        before = [x for x in states if x.t <= a]
+        upto = [x for x in states if x.t <= b]
+        if before and upto and upto[-1].t > before[-1].t:
             s1, s2 = before[-1], upto[-1]
-            dt = s2[0] - s1[0]
-            inside = [x[4] for x in states if a <= x[0] <= b]
-            row |= {"charged_pct": round(100 * (s2[1] - s1[1]) / 1e9 / dt, 1),
-                    "waited_pct": round(100 * (s2[2] - s1[2]) / 1e9 / dt, 1),
+            dt = s2.t - s1.t
+            inside = [x.turns for x in states if a <= x.t <= b]
+            row |= {"charged_pct": round(100 * (s2.charged_ns - s1.charged_ns) / 1e9 / dt, 1),
+                    "waited_pct": round(100 * (s2.waited_ns - s1.waited_ns) / 1e9 / dt, 1),
                     "turns_pct": round(100 * sum(inside) / len(inside)) if inside else None}
         out.append(row)
     return out
@@ -1003,16 +1018,18 @@ def bench_newcomer(r: Runner, shapes: tuple[Shape, ...] = NEWCOMER, rounds: int 
             points.append({"seconds": f"{a:g}-{b:g}", "30": round(sb, 1), "alone": round(al, 1),
                            "ok": abs(sb - 0.3 * al) <= 5})
         paired = ra[-1]
-        # the first second in slices: the newcomer's steps and gate, the first one's gate
-        t0, k = rb[0]["t1"], round(1 / NEWCOMER_SLICE_S)
-        first = slices([], paired.get("states", []), t0, NEWCOMER_SLICE_S, k)
-        alone_first = slices(cold[0].get("windows", []), [], cold[0]["t1"], NEWCOMER_SLICE_S, k)
-        sliced = [n | {"first_" + key: f[key] for key in ("charged_pct", "waited_pct",
-                                                          "turns_pct")}
-                  | {"alone_steps": al["steps"], "alone_step_ms": al["step_ms"]}
-                  for n, f, al in zip(slices(rb[0].get("windows", []), rb[0].get("states", []),
-                                             t0, NEWCOMER_SLICE_S, k), first, alone_first,
-                                      strict=True)]
+        # the first second in slices: the newcomer's steps and gate, beside the first one's
+        # gate over the same slices and the cold-alone loop's steps over its own first second
+        t0, n = rb[0]["t1"], round(1 / NEWCOMER_SLICE_S)
+        sliced = timeline_slices(rb[0].get("windows", []), rb[0].get("states", []), t0,
+                                 NEWCOMER_SLICE_S, n)
+        beside = timeline_slices([], paired.get("states", []), t0, NEWCOMER_SLICE_S, n)
+        alone_first = timeline_slices(cold[0].get("windows", []), [], cold[0]["t1"],
+                                      NEWCOMER_SLICE_S, n)
+        for x, f, al in zip(sliced, beside, alone_first, strict=True):
+            x |= {"first_charged_pct": f["charged_pct"], "first_waited_pct": f["waited_pct"],
+                  "first_turns_pct": f["turns_pct"], "alone_steps": al["steps"],
+                  "alone_step_ms": al["step_ms"]}
         row = {"shape": shape.name, "round": rnd + 1, "first_second": sliced,
                "first_pct_overall": round(100 * sum(x["steps_per_s"] * (x["t2"] - x["t1"])
                                                     for x in ra)

@@ -45,7 +45,7 @@ def test_slices_tell_steps_flight_and_the_gate_s_time_per_slice() -> None:
     # (time, charged ns, waited ns, launches, turns, scale, effective %)
     states = [(0.0, 0, 0, 0, 0, 1.0, 30), (0.1, 20_000_000, 50_000_000, 2, 1, 1.0, 30),
               (0.2, 30_000_000, 60_000_000, 3, 1, 1.0, 30)]
-    first, second = bench.slices(windows, states, 0.0, 0.1, 2)
+    first, second = bench.timeline_slices(windows, states, 0.0, 0.1, 2)
     assert (first["steps"], first["step_ms"], first["in_flight_pct"]) == (2, 30.0, 60.0)
     assert (first["charged_pct"], first["waited_pct"], first["turns_pct"]) == (20.0, 50.0, 50)
     assert (second["steps"], second["step_ms"], second["in_flight_pct"]) == (1, 30.0, 30.0)
@@ -53,6 +53,6 @@ def test_slices_tell_steps_flight_and_the_gate_s_time_per_slice() -> None:
 
 
 def test_a_slice_no_two_samples_bound_says_nothing_of_the_gate() -> None:
-    (only,) = bench.slices([], [(0.05, 0, 0, 0, 0, 1.0, 30)], 0.0, 0.1, 1)
+    (only,) = bench.timeline_slices([], [(0.05, 0, 0, 0, 0, 1.0, 30)], 0.0, 0.1, 1)
     assert only["steps"] == 0 and only["step_ms"] is None
     assert only["charged_pct"] is None and only["waited_pct"] is None
