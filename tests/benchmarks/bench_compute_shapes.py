@@ -171,6 +171,28 @@ def build(shape: Shape):
     return eager, len(streams)
 
 
+def parse_phases(spec: str) -> list[tuple[int, float, float | None]]:
+    """A worker's --phases, LIMIT:SECONDS[:WARM],...: (limit, seconds, warm-up or None) each.
+    LIMIT -2..99 (-1 as is, -2 idle, 0 unlimited), SECONDS above 0, WARM 0 or more; a
+    ValueError names the phase and what is valid."""
+    out = []
+    for phase in spec.split(","):
+        parts = phase.split(":")
+        try:
+            if len(parts) not in (2, 3):
+                raise ValueError
+            limit, dur = int(parts[0]), float(parts[1])
+            warm = float(parts[2]) if len(parts) == 3 else None
+            if not -2 <= limit <= 99 or dur <= 0 or (warm is not None and warm < 0):
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"--phases {spec!r}: phase {phase!r} is not LIMIT:SECONDS[:WARM] "
+                             "(LIMIT -2..99: -1 as is, -2 idle, 0 unlimited; SECONDS above 0; "
+                             "WARM 0 or more)") from None
+        out.append((limit, dur, warm))
+    return out
+
+
 def worker(args: argparse.Namespace) -> int:
     import torch
 
@@ -190,10 +212,8 @@ def worker(args: argparse.Namespace) -> int:
         time.sleep(max(0.0, args.start_at - time.monotonic()))
     sync_every = shape.sync or (1 if shape.duty < 1.0 or shape.idle_ms else 0)
     t_next = time.monotonic()
-    for phase in args.phases.split(","):
-        limit_s, dur_s, *warm_s = phase.split(":")
-        limit, dur = int(limit_s), float(dur_s)
-        warm = float(warm_s[0]) if warm_s else args.warm
+    for limit, dur, phase_warm in parse_phases(args.phases):
+        warm = args.warm if phase_warm is None else phase_warm
         if limit >= 0 and region is not None:
             region.set_compute_limit(0, limit)
         t0 = t_next
@@ -1394,6 +1414,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma list of the limits each shape goes through (percent, 1..99)")
     args = ap.parse_args(argv)
     if args.cmd == "worker":
+        try:
+            parse_phases(args.phases)
+        except ValueError as e:
+            ap.error(str(e))
         return worker(args)
     if args.cmd == "probe":
         return probe(args)
