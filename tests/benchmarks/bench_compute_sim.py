@@ -168,6 +168,24 @@ def priority(tmp: Path, ll: Path, gpu: Gpu) -> dict[str, str]:
 NEWCOMER = (250, 10_000)
 
 
+def newcomer_pair(tmp: Path, ll: Path, gpu: Gpu, shim: Path | None, grid: int, key: str,
+                  due: float, present: bool) -> str:
+    """newcomer()'s run of one pair: the first one, then the newcomer, started 2 s later or
+    (`present`) with it and idle 2 s after loading a kernel, as the GPU benchmark's newcomer
+    starts (bench_compute_shapes.py; found light as it idles: docs/benchmarks.md, stop 42): its
+    first second and from 1 s on as % of `due`; the first one's launched work, % of wall."""
+    e = env(tmp, key, shim=shim, gpu=gpu)
+    first = loop(ll, e, grid, 7.0, LAUNCH_LOOP_SYNC="0", CUDA_DEVICE_SM_LIMIT="70",
+                 CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{key}.a"))
+    if not present:
+        time.sleep(2.0)  # the first one alone, queueing as deep as the driver lets it
+    new = fields(loop(ll, e, grid, 4.0, LAUNCH_LOOP_SYNC="1", CUDA_DEVICE_SM_LIMIT="30",
+                      CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{key}.b"),
+                      **({"LAUNCH_LOOP_DELAY_US": "2000000"} if present else {})))
+    return (f"{100 * new['first_share'] / due:.0f} / {100 * new['share'] / due:.0f}; "
+            f"{100 * share(first):.1f}")
+
+
 def newcomer(tmp: Path, ll: Path, gpu: Gpu, shim: Path | None = None) -> dict[str, str]:
     """A 70 % container (`default`) never synchronising, alone for 2 s, then a 30 % one of the
     same kernels synchronising after each launch for 4 s: the newcomer's share of the GPU in its
@@ -180,30 +198,13 @@ def newcomer(tmp: Path, ll: Path, gpu: Gpu, shim: Path | None = None) -> dict[st
         name = f"n{grid}-{gpu.key}-{shim is not None}"
         alone = fields(loop(ll, env(tmp, f"{name}-alone", gpu=gpu), grid, 3.0,
                             LAUNCH_LOOP_SYNC="1"))["share"]
-        e = env(tmp, name, shim=shim, gpu=gpu)
-        first = loop(ll, e, grid, 7.0, LAUNCH_LOOP_SYNC="0", CUDA_DEVICE_SM_LIMIT="70",
-                     CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}.a"))
-        time.sleep(2.0)  # the first one alone, queueing as deep as the driver lets it
-        new = fields(loop(ll, e, grid, 4.0, LAUNCH_LOOP_SYNC="1", CUDA_DEVICE_SM_LIMIT="30",
-                          CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}.b")))
         due = 0.3 * alone
         cells[f"newcomer of {grid / 1000:g}-ms kernels: first second / from 1 s on, % of due; "
-              "the first one's launched work, % of wall"] = (
-            f"{100 * new['first_share'] / due:.0f} / {100 * new['share'] / due:.0f}; "
-            f"{100 * share(first):.1f}")
-        # as the GPU benchmark's newcomer starts (bench_compute_shapes.py): its process starts
-        # with the first one, loads a kernel, and idles 2 s before its loop (found light as it
-        # idles: docs/benchmarks.md, stop 42)
-        e = env(tmp, name + "-idled", shim=shim, gpu=gpu)
-        first = loop(ll, e, grid, 7.0, LAUNCH_LOOP_SYNC="0", CUDA_DEVICE_SM_LIMIT="70",
-                     CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}-idled.a"))
-        new = fields(loop(ll, e, grid, 4.0, LAUNCH_LOOP_SYNC="1", CUDA_DEVICE_SM_LIMIT="30",
-                          LAUNCH_LOOP_DELAY_US="2000000",
-                          CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}-idled.b")))
+              "the first one's launched work, % of wall"] = newcomer_pair(
+            tmp, ll, gpu, shim, grid, name, due, present=False)
         cells[f"newcomer of {grid / 1000:g}-ms kernels, its process started with the first "
-              "one and idle 2 s after loading a kernel: the same"] = (
-            f"{100 * new['first_share'] / due:.0f} / {100 * new['share'] / due:.0f}; "
-            f"{100 * share(first):.1f}")
+              "one and idle 2 s after loading a kernel: the same"] = newcomer_pair(
+            tmp, ll, gpu, shim, grid, f"{name}-idled", due, present=True)
     return cells
 
 

@@ -79,6 +79,15 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Sleeps `ns` (CLOCK_MONOTONIC, to an absolute end: signals do not lengthen it). */
+static void sleep_ns(uint64_t ns)
+{
+    uint64_t until = now_ns() + ns;
+    struct timespec ts = {(time_t)(until / 1000000000ull), (long)(until % 1000000000ull)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
+        ;
+}
+
 static uint64_t cpu_ns(void)
 {
     struct timespec ts;
@@ -143,6 +152,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "launch_loop: LAUNCH_LOOP_REQUEST=%s: give K,C (K >= 1 synchronisations "
                 "a request, C microseconds of CPU between them)\n", request_s);
         return 2;
+    }
+    const char *delay_s = getenv("LAUNCH_LOOP_DELAY_US");
+    unsigned long long delay_us = 0;
+    char *delay_end = NULL;
+    if (delay_s != NULL) {
+        delay_us = strtoull(delay_s, &delay_end, 10);
+        if (*delay_s < '0' || *delay_s > '9' || *delay_end != '\0' ||
+            delay_us > 3600000000ull) {
+            fprintf(stderr, "launch_loop: LAUNCH_LOOP_DELAY_US=%s: give the microseconds to "
+                    "idle before the loop, 0 to 3600000000\n", delay_s);
+            return 2;
+        }
     }
     int want_cpu = getenv("LAUNCH_LOOP_CPU") != NULL;
     int want_latency = getenv("LAUNCH_LOOP_LATENCY") != NULL;
@@ -250,20 +271,13 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    {
-        /* LAUNCH_LOOP_DELAY_US: one kernel launched and synchronised (a model loaded), then the
-         * process idles this long before its loop (a container that started and waits for work,
-         * present on the GPU) */
-        const char *delay_s = getenv("LAUNCH_LOOP_DELAY_US");
-        if (delay_s != NULL) {
-            LOAD(cuLaunchKernel);
-            check(p_cuLaunchKernel(fn, grid, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), "first kernel");
-            check(p_cuCtxSynchronize(), "cuCtxSynchronize");
-            uint64_t until = now_ns() + 1000u * strtoull(delay_s, NULL, 10);
-            struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
-            while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
-                ;
-        }
+    if (delay_s != NULL) {
+        /* one kernel launched and synchronised (a model loaded), then the process idles before
+         * its loop (a container that started and waits for work, present on the GPU) */
+        LOAD(cuLaunchKernel);
+        check(p_cuLaunchKernel(fn, grid, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), "first kernel");
+        check(p_cuCtxSynchronize(), "cuCtxSynchronize");
+        sleep_ns(1000ull * delay_us);
     }
     t0 = now_ns();
     end = t0 + (uint64_t)(seconds * 1e9);
@@ -333,11 +347,7 @@ int main(int argc, char **argv)
                 while (now_ns() < until)
                     ;
             } else if (idle_ns != 0) {
-                uint64_t until = now_ns() + idle_ns;
-                struct timespec ts = {(time_t)(until / 1000000000ull),
-                                      (long)(until % 1000000000ull)};
-                while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
-                    ;
+                sleep_ns(idle_ns);
             }
         }
         if (want_latency && t1 != 0) {
