@@ -49,16 +49,18 @@ def limiter_driver(tmp_path_factory: pytest.TempPathFactory) -> Driver:
 
 
 class Loop:
-    """tests/compute/progs/launch_loop.c, run with libvgpu preloaded on a simulated GPU."""
+    """tests/compute/progs/launch_loop.c, run with libvgpu preloaded on a simulated GPU; `meter`
+    is tests/compute/progs/stall_meter.c, which rounds.judged_runs runs beside a scenario."""
 
-    def __init__(self, exe: Path, node_region: Path) -> None:
+    def __init__(self, exe: Path, node_region: Path, meter: Path) -> None:
         self.exe = exe
         self.node_region = node_region
+        self.meter = meter
 
     def fresh(self, name: str) -> Loop:
         """The same program with a node region of its own, for one more run of a scenario (a
         node region keeps the slots of exited processes until they go stale)."""
-        return Loop(self.exe, self.node_region.with_name(f"{name}.node.region"))
+        return Loop(self.exe, self.node_region.with_name(f"{name}.node.region"), self.meter)
 
     def env(self, sim_env: dict[str, str], **extra: str) -> dict[str, str]:
         from libvgpu.paths import shim_path
@@ -111,7 +113,15 @@ def loop_exe(tmp_path_factory: pytest.TempPathFactory) -> Path:
                      extra_flags=CFLAGS)
 
 
+@pytest.fixture(scope="session")
+def stall_meter_exe(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from cprog import compile_c
+
+    return compile_c(HERE / "progs" / "stall_meter.c", tmp_path_factory.mktemp("compute-meter"),
+                     extra_flags=CFLAGS)
+
+
 @pytest.fixture
-def loop(loop_exe: Path, tmp_path: Path) -> Loop:
+def loop(loop_exe: Path, stall_meter_exe: Path, tmp_path: Path) -> Loop:
     """launch_loop with a node region of its own (fresh per test)."""
-    return Loop(loop_exe, tmp_path / "node.region")
+    return Loop(loop_exe, tmp_path / "node.region", stall_meter_exe)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rounds import ROUNDS, medians
+from rounds import judged_runs, medians
 
 KERNEL_US = 2000
 SPARSE = {"LAUNCH_LOOP_SYNC": "1", "LAUNCH_LOOP_IDLE_US": "30000"}  # one kernel every ~32 ms
@@ -21,11 +21,10 @@ SPARSE = {"LAUNCH_LOOP_SYNC": "1", "LAUNCH_LOOP_IDLE_US": "30000"}  # one kernel
 
 def containers_together(loop, make_sim_gpu, tmp: Path,
                         *containers: tuple[dict[str, str], ...]) -> dict[str, float]:
-    """ROUNDS runs of the containers started together (each a tuple of its processes'
+    """judged_runs of the containers started together (each a tuple of its processes'
     environments; GRID_US: its kernels' µs, KERNEL_US by default); the medians of each
     container's share (its processes' summed) by index, and of each process's (`"i.k"`)."""
-    runs = []
-    for r in range(ROUNDS):
+    def one(r: int) -> dict[str, float]:
         run, gpu = loop.fresh(str(r)), make_sim_gpu().env
         procs = {f"{i}.{k}": run.start(gpu, "kernel", int(env.pop("GRID_US", KERNEL_US)), 3.0,
                                        CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{r}-{i}"),
@@ -35,8 +34,9 @@ def containers_together(loop, make_sim_gpu, tmp: Path,
         shares = {key: float(loop.result(p)["share"]) for key, p in procs.items()}
         for i in range(len(containers)):  # (a container's own processes' keys start "i.")
             shares[str(i)] = sum(v for key, v in shares.items() if key.startswith(f"{i}."))
-        runs.append(shares)
-    return medians(runs)
+        return shares
+
+    return medians(judged_runs(loop, one))
 
 
 def limit(pct: int, **extra: str) -> dict[str, str]:

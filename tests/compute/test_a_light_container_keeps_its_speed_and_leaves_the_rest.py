@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rounds import ROUNDS, compute_state, medians
+from rounds import compute_state, each_run, judged_runs, medians
 from testbed import wait_for
 
 TICK_NS = 10_000_000
@@ -130,21 +130,20 @@ def service_beside_a_loop(loop, gpu_env: dict[str, str], tmp: Path,
 
 
 def service_runs(loop, make_sim_gpu, tmp_path: Path, idle_us: int) -> tuple[dict, dict]:
-    """ROUNDS runs of the service alone and beside the loop: the medians, and each run's values
+    """judged_runs of the service alone and beside the loop: the medians, and each run's values
     for the failure message."""
-    runs = []
-    for i in range(ROUNDS):
+    def one(i: int) -> dict[str, float]:
         d = tmp_path / str(i)
         d.mkdir()
         run = loop.fresh(str(i))
         alone = float(run.run(make_sim_gpu().env, "kernel", 1000, 2.0, CUDA_DEVICE_SM_LIMIT="30",
                               LAUNCH_LOOP_SYNC="1", LAUNCH_LOOP_IDLE_US=str(idle_us),
                               CUDA_DEVICE_MEMORY_SHARED_CACHE=str(d / "alone.region"))["share"])
-        runs.append({"alone": alone,
-                     **service_beside_a_loop(run, make_sim_gpu().env, d, idle_us)})
-    detail = {key: [round(run[key], 3) for run in runs] for key in runs[0]}
-    print(detail)
-    return medians(runs), detail
+        return {"alone": alone, **service_beside_a_loop(run, make_sim_gpu().env, d, idle_us)}
+
+    runs = judged_runs(loop, one)
+    print(each_run(runs))
+    return medians(runs), each_run(runs)
 
 
 @pytest.mark.slow
@@ -193,10 +192,10 @@ def service_alone(run, gpu: dict[str, str], region: Path) -> float:
 
 
 def over_rounds(loop, make_sim_gpu, one) -> tuple[dict[str, float], dict[str, list[float]]]:
-    """`one(run, gpu, i)`'s measures over ROUNDS runs, each with a node region and simulated GPU
+    """`one(run, gpu, i)`'s measures over judged_runs, each with a node region and simulated GPU
     of its own: their medians, and each run's for the failure message."""
-    runs = [one(loop.fresh(str(i)), make_sim_gpu().env, i) for i in range(ROUNDS)]
-    return medians(runs), {key: [round(run[key], 3) for run in runs] for key in runs[0]}
+    runs = judged_runs(loop, lambda i: one(loop.fresh(str(i)), make_sim_gpu().env, i))
+    return medians(runs), each_run(runs)
 
 
 @pytest.mark.slow
@@ -266,16 +265,21 @@ def test_busy_members_of_the_turns_are_never_found_light(loop, make_sim_gpu,
     # A wait step reached the idle average only at its end, so a tick that ended inside one read
     # as idle for the rest of it: the 30 one read 55 % idle at 6-24 % used, was found light in
     # one run of six, and the two launched over each other's windows
-    for i in range(ROUNDS):
-        run, gpu = loop.fresh(str(i)), make_sim_gpu().env
+    def one(run, gpu: dict[str, str], i: int) -> dict[str, float]:
         procs = {limit: run.start(gpu, "kernel", 500, 3.0, CUDA_DEVICE_SM_LIMIT=str(limit),
                                   LIBCUDA_LOG_LEVEL="3",
                                   CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"{limit}-{i}"))
                  for limit in (30, 70)}
+        shares = {}
         for limit, p in procs.items():
             got = run.result(p)
             assert "light (claims the GPU" not in str(got["stderr"]), (limit, got["stderr"])
-            assert float(got["share"]) == pytest.approx(limit / 100, abs=0.05), (limit, got)
+            shares[str(limit)] = float(got["share"])
+        return shares
+
+    m, detail = over_rounds(loop, make_sim_gpu, one)
+    for limit in (30, 70):
+        assert m[str(limit)] == pytest.approx(limit / 100, abs=0.05), detail
 
 
 @pytest.mark.slow
@@ -285,8 +289,7 @@ def test_a_service_over_its_share_is_found_light_however_it_starts(loop, make_si
     # 70 % loop of 0.2-ms kernels: its own pace holds it to ~0.29.  Started in the turns, its
     # window's launches came at the end of waited ticks, each read as an eighth towards busy:
     # 44 % idle where 63 % of its free time was, never light, 0.12 in 2 runs of 12
-    for i in range(ROUNDS):
-        run, gpu = loop.fresh(str(i)), make_sim_gpu().env
+    def one(run, gpu: dict[str, str], i: int) -> dict[str, float]:
         service = run.start(gpu, "kernel", 200, 3.0, CUDA_DEVICE_SM_LIMIT="30",
                             LAUNCH_LOOP_SYNC="8", LAUNCH_LOOP_IDLE_US="2500",
                             LIBCUDA_LOG_LEVEL="3",
@@ -296,8 +299,11 @@ def test_a_service_over_its_share_is_found_light_however_it_starts(loop, make_si
                          CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"busy-{i}"))
         rs, rb = run.result(service), run.result(busy)
         assert "light (claims the GPU while busy" in str(rs["stderr"]), (i, rs["stderr"])
-        assert float(rs["share"]) >= 0.25, (i, rs, rb)
-        assert float(rb["share"]) >= 0.55, (i, rs, rb)
+        return {"service": float(rs["share"]), "busy": float(rb["share"])}
+
+    m, detail = over_rounds(loop, make_sim_gpu, one)
+    assert m["service"] >= 0.25, detail
+    assert m["busy"] >= 0.55, detail
 
 
 def two_process_service(run, gpu_env: dict[str, str], region: Path, **extra: str) -> list:
@@ -313,12 +319,9 @@ def test_a_service_of_two_processes_is_light_as_one_container(loop, make_sim_gpu
                                                               tmp_path: Path) -> None:
     # its use and its waits are the container's, summed over its processes (each process's
     # ticker reads the sums; a wait in progress is seen only by its own process's ticker)
-    runs = []
-    for i in range(ROUNDS):
-        run = loop.fresh(str(i))
+    def one(run, gpu: dict[str, str], i: int) -> dict[str, float]:
         alone = [run.result(p) for p in two_process_service(run, make_sim_gpu().env,
                                                             tmp_path / f"alone-{i}")]
-        gpu = make_sim_gpu().env
         service = two_process_service(run, gpu, tmp_path / f"service-{i}", LIBCUDA_LOG_LEVEL="3")
         busy = run.start(gpu, "kernel", 1000, 4.0, CUDA_DEVICE_SM_LIMIT="70",
                          LIBCUDA_LOG_LEVEL="3",
@@ -328,13 +331,14 @@ def test_a_service_of_two_processes_is_light_as_one_container(loop, make_sim_gpu
         for r in got:
             assert "light (claims the GPU while busy" in str(r["stderr"]), r["stderr"]
         assert "light (claims the GPU" not in str(rb["stderr"]), rb["stderr"]
-        runs.append({"alone": sum(float(r["share"]) for r in alone),
-                     "service": sum(float(r["share"]) for r in got), "busy": float(rb["share"])})
-    print(runs)
-    m = medians(runs)
-    assert m["service"] >= 0.85 * m["alone"], runs
-    assert m["busy"] >= 0.78, runs
-    assert m["service"] + m["busy"] <= 1.02, runs
+        return {"alone": sum(float(r["share"]) for r in alone),
+                "service": sum(float(r["share"]) for r in got), "busy": float(rb["share"])}
+
+    m, detail = over_rounds(loop, make_sim_gpu, one)
+    print(detail)
+    assert m["service"] >= 0.85 * m["alone"], detail
+    assert m["busy"] >= 0.78, detail
+    assert m["service"] + m["busy"] <= 1.02, detail
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ import itertools
 from pathlib import Path
 
 import pytest
-from rounds import ROUNDS, medians
+from rounds import each_run, judged_runs, medians
 
 KERNEL_NS = 1_000_000
 BIN_NS = 50_000_000
@@ -91,12 +91,12 @@ def handover(loop, gpu_env: dict[str, str], tmp: Path, other: dict[str, str]) ->
 def test_the_other_container_takes_the_gpu_while_the_30_idles_and_gives_it_back(
         loop, make_sim_gpu, tmp_path, other: dict[str, str]) -> None:
     # with no gpucores, the other one's share is what the 30 one leaves (lim_rest_share)
-    runs = []
-    for i in range(ROUNDS):
+    def one(i: int) -> dict[str, float]:
         (tmp_path / str(i)).mkdir()
-        runs.append(handover(loop.fresh(str(i)), make_sim_gpu().env, tmp_path / str(i), other))
-    m = medians(runs)
-    detail = {key: [round(run[key], 3) for run in runs] for key in m}
+        return handover(loop.fresh(str(i)), make_sim_gpu().env, tmp_path / str(i), other)
+
+    runs = judged_runs(loop, one)
+    m, detail = medians(runs), each_run(runs)
     print(detail)
     # both busy before the idle period (its last 400 ms): 30 + 70
     assert m["a before"] == pytest.approx(0.30, abs=0.05), detail

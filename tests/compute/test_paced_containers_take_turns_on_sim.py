@@ -7,7 +7,14 @@ from __future__ import annotations
 import time
 
 import pytest
-from rounds import ROUNDS, compute_state, limit_shares, medians
+from rounds import (
+    assert_held_to_limits,
+    compute_state,
+    each_run,
+    judged_runs,
+    limit_shares,
+    medians,
+)
 from testbed import wait_for
 
 PERIOD_NS = 40_000_000
@@ -83,8 +90,7 @@ def test_a_container_alone_takes_no_turns(loop, sim_gpu, tmp_path) -> None:
 def test_a_container_s_processes_share_its_one_window(loop, make_sim_gpu, tmp_path) -> None:
     # two processes of the 30 % container (one region) and one of the 70 % container; three
     # runs, judged by their medians (rounds.py)
-    runs = []
-    for i in range(ROUNDS):
+    def one(i: int) -> dict[str, float]:
         run, gpu = loop.fresh(str(i)), make_sim_gpu().env
         a = tmp_path / f"a{i}.region"
         procs = [run.start(gpu, "kernel", 500, 3.5, CUDA_DEVICE_SM_LIMIT="30",
@@ -92,10 +98,12 @@ def test_a_container_s_processes_share_its_one_window(loop, make_sim_gpu, tmp_pa
         procs.append(run.start(gpu, "kernel", 500, 3.5, CUDA_DEVICE_SM_LIMIT="70",
                                CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"b{i}.region")))
         shares = [float(run.result(p)["share"]) for p in procs]
-        runs.append({"30 container": shares[0] + shares[1], "70 container": shares[2]})
+        return {"30 container": shares[0] + shares[1], "70 container": shares[2]}
+
+    runs = judged_runs(loop, one)
     m = medians(runs)
-    assert m["30 container"] == pytest.approx(0.30, abs=0.05), runs
-    assert m["70 container"] == pytest.approx(0.70, abs=0.05), runs
+    assert m["30 container"] == pytest.approx(0.30, abs=0.05), each_run(runs)
+    assert m["70 container"] == pytest.approx(0.70, abs=0.05), each_run(runs)
 
 
 @pytest.mark.slow
@@ -105,5 +113,4 @@ def test_long_kernels_get_their_share_through_a_longer_period(loop, make_sim_gpu
     # (22.5 % at 30); the period grows until a window holds LIM_TURN_KERNELS of the longest
     # kernels.  Three runs, judged by their medians (rounds.py)
     runs = limit_shares(loop, make_sim_gpu, (30, 70), "kernel", 3000, 4.5, tmp=tmp_path)
-    for limit, share in medians(runs).items():
-        assert share == pytest.approx(int(limit) / 100, abs=0.05), runs
+    assert_held_to_limits(runs, (30, 70))

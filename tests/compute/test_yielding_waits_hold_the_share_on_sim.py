@@ -8,7 +8,7 @@ shares are those of sleeping waits; what changes is that the waits use the CPU
 from __future__ import annotations
 
 import pytest
-from rounds import limit_shares, medians
+from rounds import assert_held_to_limits, limit_shares
 
 
 @pytest.mark.slow
@@ -17,5 +17,4 @@ def test_two_containers_waiting_by_yielding_take_their_turns_at_30_and_70(
     # judged by the medians of three runs (rounds.py)
     runs = limit_shares(loop, make_sim_gpu, (30, 70), "kernel", 500, 3.0, tmp=tmp_path,
                         GPUWARDEN_GATE_WAIT="yield")
-    for limit, share in medians(runs).items():
-        assert share == pytest.approx(int(limit) / 100, abs=0.05), runs
+    assert_held_to_limits(runs, (30, 70))
