@@ -17,6 +17,8 @@ alonecost rows with another libvgpu.so too, in the same run, alternating.
 `light` (issue 18: a request service at 30 beside a loop at 70, the H200's `light` shapes).
 `shares` (busy containers whose shares add up to less than, or to, 100: shares as weights under
 `default`, caps under `force`; with `--baseline` side by side).
+`steal` (issue 18's CPU-starved node: some of the `shares` rows while real-time spinners take
+0-3 ms of every 10 ms of each CPU, as a hypervisor's steal does; root).
 `--timeslices 0,2000` runs `priority`, `newcomer` and `light` on a simulated GPU of each time
 slice (GPUWARDEN_SIM_TIMESLICE, µs; 0: kernels in launch order), side by side, and `--switches
 0,50` on one whose every switch between processes costs that much (GPUWARDEN_SIM_SWITCH, µs);
@@ -27,6 +29,9 @@ GPUWARDEN_SIM_JITTER=10).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
+import multiprocessing
 import os
 import platform
 import statistics
@@ -34,12 +39,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "compute"))
 
 from libvgpu.paths import shim_path, sim_lib_dir  # noqa: E402
 
@@ -304,6 +311,18 @@ SHARES: dict[str, list[Member]] = {
 }
 
 
+def together(tmp: Path, ll: Path, tag: str, members: list[Member],
+             shim: Path | None = None) -> str:
+    """`members` started together on one simulated GPU for 3 s: each container's GPU share (its
+    processes' summed) and their sum, as a cell."""
+    e = env(tmp, tag, shim=shim)
+    procs = [[loop(ll, e, grid, 3.0, CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{tag}-{k}"),
+                   **penv) for grid, penv in map(m.process, range(m.procs))]
+             for k, m in enumerate(members)]
+    got = [sum(share(p) for p in container) for container in procs]
+    return " + ".join(f"{x:.2f}" for x in got) + f" = {sum(got):.2f}"
+
+
 def shares(tmp: Path, ll: Path, baseline: Path | None) -> list[str]:
     """Busy containers started together: each one's GPU share and their sum, this tree and
     `baseline` alternated."""
@@ -311,16 +330,76 @@ def shares(tmp: Path, ll: Path, baseline: Path | None) -> list[str]:
     cells: dict[str, dict[str, str]] = {}
     for i, (name, members) in enumerate(SHARES.items()):
         for label, lib in libs:
-            e = env(tmp, f"s{i}-{lib is None}", shim=lib)
-            procs = [[loop(ll, e, grid, 3.0,
-                           CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"s{i}-{lib is None}-{k}"),
-                           **penv) for grid, penv in map(m.process, range(m.procs))]
-                     for k, m in enumerate(members)]
-            got = [sum(share(p) for p in container) for container in procs]
-            cells.setdefault(label, {})[name] = (" + ".join(f"{x:.2f}" for x in got)
-                                                 + f" = {sum(got):.2f}")
+            cells.setdefault(label, {})[name] = together(tmp, ll, f"s{i}-{lib is None}",
+                                                         members, lib)
     return side_by_side("containers sharing (loops of 1-ms kernels; services of 8 × 0.2 ms, "
                         "5 ms idle), GPU share each = sum",
+                        list(cells.items()))
+
+
+def steal_cpu(cpu: int, busy_ms: float, period_ms: float) -> None:
+    """Take `busy_ms` of every `period_ms` of one CPU from every other program, as a hypervisor
+    that steals the vCPU does: a real-time spinner pinned to it, until killed (root)."""
+    os.sched_setaffinity(0, {cpu})
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(50))
+    while True:
+        t = time.monotonic()
+        while time.monotonic() - t < busy_ms / 1000:
+            pass
+        time.sleep((period_ms - busy_ms) / 1000)
+
+
+@contextlib.contextmanager
+def stolen(busy_ms: float) -> Iterator[None]:
+    """`busy_ms` of every 10 ms taken from each CPU this process may use (their periods 3 ms
+    apart, so that the CPUs are not taken at once)."""
+    spinners = [multiprocessing.Process(target=steal_cpu, args=(cpu, busy_ms, 10 + 3 * i),
+                                        daemon=True)
+                for i, cpu in enumerate(sorted(os.sched_getaffinity(0)))] if busy_ms else []
+    for sp in spinners:
+        sp.start()
+    try:
+        yield
+    finally:
+        for sp in spinners:
+            sp.kill()
+            sp.join()
+
+
+def metered(meter: Path, what: Callable[[], str]) -> str:
+    """`what()`'s cell, and how much of its time a sleeping thread woke late."""
+    from rounds import stall_metered  # tests/compute: on sys.path below
+
+    with stall_metered(meter) as stalled:
+        cell = what()
+    return f"{cell} (stalled {stalled[0]:.3f})"
+
+
+STEAL_MS = (0.0, 1.0, 2.0, 3.0)  # of every 10 ms of each CPU
+STEAL: dict[str, list[Member]] = {
+    "two busy, no gpucores": [busy(), busy()],
+    "two busy at 30 + 70": [busy(30), busy(70)],
+    "`force` 30 + 30": [busy(30, **FORCE), busy(30, **FORCE)],
+    "service with no gpucores + 30": [service(), busy(30)],
+    "30 + 70 + service with no gpucores": [busy(30), busy(70), service()],
+}
+
+
+def steal(tmp: Path, ll: Path) -> list[str]:
+    """The CPU-starved node: containers sharing while each CPU is taken part of the time."""
+    if os.geteuid() != 0:
+        raise SystemExit("--only steal: takes CPUs with real-time spinners, which needs root")
+    meter = build(tmp, REPO / "tests/compute/progs/stall_meter.c")
+    cells: dict[str, dict[str, str]] = {}
+    for ms in STEAL_MS:
+        label = f"{ms:g} ms of 10 taken" if ms else "quiet"
+        with stolen(ms):
+            for i, (name, members) in enumerate(STEAL.items()):
+                cells.setdefault(label, {})[name] = metered(
+                    meter, functools.partial(together, tmp, ll, f"st{i}-{ms:g}", members))
+    return side_by_side("containers sharing while each CPU is taken part of every 10 ms (1-ms "
+                        "kernels; services of 8 × 0.2 ms, 5 ms idle), GPU share each = sum "
+                        "(a sleeping thread's late wake-ups, share of the time)",
                         list(cells.items()))
 
 
@@ -421,7 +500,8 @@ def command(argv: list[str] | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sections = ("limits", "priority", "newcomer", "light", "shares", "alonecost", "cold")
+    sections = ("limits", "priority", "newcomer", "light", "shares", "alonecost", "cold",
+                "steal")
     ap.add_argument("--only", default=",".join(sections),
                     help=f"comma list of: {', '.join(sections)}")
     ap.add_argument("--baseline", type=Path, default=None,
@@ -489,6 +569,8 @@ def main(argv: list[str] | None = None) -> int:
             prio += [""] * bool(prio) + alonecost(tmp, ll, args.baseline)
         if "cold" in only:
             prio += [""] * bool(prio) + cold(tmp, ll, args.baseline)
+        if "steal" in only:
+            prio += [""] * bool(prio) + steal(tmp, ll)
         if "limits" not in only:
             print(f"Machine: {platform.node()} ({os.cpu_count()} cores), simulated GPU  ")
             print(f"Command: `{command(argv)}`  ")

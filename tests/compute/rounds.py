@@ -3,11 +3,12 @@ while the machine gave the scenario's processes their CPUs."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import signal
 import statistics
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,17 +36,26 @@ def medians(runs: list[dict[str, float]]) -> dict[str, float]:
     return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
 
 
-def stalled_share(meter: Path, scenario: Callable[[], dict[str, float]]) -> dict[str, float]:
-    """`scenario()`'s measures, and under `stalled` how much of its time a sleeping thread woke
-    late (tests/compute/progs/stall_meter.c, run beside it)."""
+@contextlib.contextmanager
+def stall_metered(meter: Path) -> Iterator[list[float]]:
+    """Runs the stall meter (tests/compute/progs/stall_meter.c) while the block runs: the list it
+    gives gets, when the block ends, how much of its time a sleeping thread woke late."""
     proc = subprocess.Popen([str(meter)], stdout=subprocess.PIPE, text=True)
+    stalled: list[float] = []
     try:
-        measures = scenario()
+        yield stalled
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=10)
-    fields = dict(word.partition("=")[::2] for word in out.split())
-    return {**measures, "stalled": float(fields["stalled"])}
+        stalled.append(float(dict(word.partition("=")[::2] for word in out.split())["stalled"]))
+
+
+def stalled_share(meter: Path, scenario: Callable[[], dict[str, float]]) -> dict[str, float]:
+    """`scenario()`'s measures, and under `stalled` how much of its time a sleeping thread woke
+    late (stall_metered)."""
+    with stall_metered(meter) as stalled:
+        measures = scenario()
+    return {**measures, "stalled": stalled[0]}
 
 
 def judged_runs(loop: Any, one: Callable[[int], dict[str, float]],
