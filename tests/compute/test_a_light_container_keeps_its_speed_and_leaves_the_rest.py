@@ -302,7 +302,7 @@ def test_a_service_over_its_share_is_found_light_however_it_starts(loop, make_si
         return {"service": float(rs["share"]), "busy": float(rb["share"])}
 
     m, detail = over_rounds(loop, make_sim_gpu, one)
-    assert m["service"] >= 0.25, detail
+    assert min(detail["service"]) >= 0.25, detail  # in every run: the fault was 2 runs of 12
     assert m["busy"] >= 0.55, detail
 
 
