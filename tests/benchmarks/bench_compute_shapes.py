@@ -193,7 +193,7 @@ def parse_phases(spec: str) -> list[tuple[int, float, float | None]]:
     return out
 
 
-def worker(args: argparse.Namespace) -> int:
+def worker(args: argparse.Namespace, phases: list[tuple[int, float, float | None]]) -> int:
     import torch
 
     shape = Shape(**json.loads(args.shape))
@@ -212,7 +212,7 @@ def worker(args: argparse.Namespace) -> int:
         time.sleep(max(0.0, args.start_at - time.monotonic()))
     sync_every = shape.sync or (1 if shape.duty < 1.0 or shape.idle_ms else 0)
     t_next = time.monotonic()
-    for limit, dur, phase_warm in parse_phases(args.phases):
+    for limit, dur, phase_warm in phases:
         warm = args.warm if phase_warm is None else phase_warm
         if limit >= 0 and region is not None:
             region.set_compute_limit(0, limit)
@@ -1415,10 +1415,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.cmd == "worker":
         try:
-            parse_phases(args.phases)
+            phases = parse_phases(args.phases)
         except ValueError as e:
             ap.error(str(e))
-        return worker(args)
+        return worker(args, phases)
     if args.cmd == "probe":
         return probe(args)
     only = set(filter(None, args.only.split(",")))

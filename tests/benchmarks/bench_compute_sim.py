@@ -368,7 +368,7 @@ def stolen(busy_ms: float) -> Iterator[None]:
 
 def metered(meter: Path, what: Callable[[], str]) -> str:
     """`what()`'s cell, and how much of its time a sleeping thread woke late."""
-    from rounds import stall_metered  # tests/compute: on sys.path below
+    from rounds import stall_metered  # tests/compute: on sys.path (the module's top)
 
     with stall_metered(meter) as stalled:
         cell = what()
