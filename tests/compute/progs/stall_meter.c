@@ -22,18 +22,21 @@
 
 static volatile sig_atomic_t stop;
 
-static void on_signal(int sig) {
+static void on_signal(int sig)
+{
     (void)sig;
     stop = 1;
 }
 
-static long long now_ns(void) {
+static long long now_ns(void)
+{
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-int main(void) {
+int main(void)
+{
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
