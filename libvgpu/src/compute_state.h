@@ -69,6 +69,7 @@ struct vgpu_cdev {
     uint32_t light;   /* paced and using little of its share: claims like a high (lim_light;
                        * atomic; ticker) */
     uint32_t use_x100; /* the container's recent use of the GPU (lim_use_avg; ticker only) */
+    uint32_t waited_x100; /* ... the share of the time it waited in the gate (lim_waited_avg) */
     struct lim_idle idle; /* ... and its idle share's averages (lim_idle_avg; ticker only) */
     uint64_t use_charged, use_waited, use_at; /* its charged_ns, waited_ns at use_at, 0: anew */
     uint64_t use_since; /* when the averages started, 0 not yet */

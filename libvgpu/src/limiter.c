@@ -573,6 +573,11 @@ uint32_t lim_use_avg(uint32_t use_x100, uint64_t charged_ns, uint64_t wall_ns)
     return share_avg(use_x100, charged_ns, wall_ns, LIM_USE_WEIGHT);
 }
 
+uint32_t lim_waited_avg(uint32_t waited_x100, uint64_t waited_ns, uint64_t wall_ns)
+{
+    return share_avg(waited_x100, waited_ns, wall_ns, LIM_WAITED_WEIGHT);
+}
+
 struct lim_idle lim_idle_avg(struct lim_idle a, uint64_t charged_ns, uint64_t waited_ns,
                              uint64_t wall_ns)
 {
@@ -596,13 +601,14 @@ uint32_t lim_idle_share(struct lim_idle a)
 }
 
 uint32_t lim_light(uint32_t was_light, uint32_t use_x100, uint32_t idle_x100,
-                   uint32_t limit_pct, uint64_t since_ns)
+                   uint32_t waited_x100, uint32_t limit_pct, uint64_t since_ns)
 {
     if (limit_pct == 0 || limit_pct >= 100 || since_ns < LIM_LIGHT_SETTLE_NS)
         return 0;
     if (was_light)
         return use_x100 < limit_pct * LIM_LIGHT_LEAVE_PCT &&
-               idle_x100 >= LIM_LIGHT_IDLE_LEAVE_PCT * 100u;
+               idle_x100 >= LIM_LIGHT_IDLE_LEAVE_PCT * 100u &&
+               waited_x100 < LIM_LIGHT_WAIT_LEAVE_PCT * 100u;
     return use_x100 < limit_pct * LIM_LIGHT_ENTER_PCT &&
            idle_x100 >= LIM_LIGHT_IDLE_ENTER_PCT * 100u;
 }

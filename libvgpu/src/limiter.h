@@ -447,9 +447,23 @@ int lim_may_take_rest(const struct lim_view *v);
 #define LIM_LIGHT_IDLE_LEAVE_PCT 30u
 #define LIM_USE_WEIGHT           8u
 #define LIM_LIGHT_SETTLE_NS      300000000ull
+/* A light container that waits in the gate (its own pace: it is out of the turns, and waits for
+ * a claiming neighbour are not counted) LIM_LIGHT_WAIT_LEAVE_PCT of the time or more wants at
+ * least twice what its share lets through: it is no longer light, and starts again busy, as at
+ * its start (averages anew, LIM_LIGHT_SETTLE_NS before it may be found light again).  Its waited
+ * share is averaged with weight 1/LIM_WAITED_WEIGHT per tick (~40 ms to follow).  Without this,
+ * a container found light while it idled (a model loaded, then waiting for work) that starts a
+ * loop flat out stayed light for 0.3-0.8 s: its neighbour, out of the turns, ran work between its
+ * claims, its kernels time-sliced with that work and took longer than they were charged, and the
+ * difference read as idle (H100, 12-ms kernels at 30 beside a 70 loop: 22.4 % of the saturated
+ * throughput in its first second where 28.9 was due; simulated GPU: 0.23 for 0.30). */
+#define LIM_LIGHT_WAIT_LEAVE_PCT 50u
+#define LIM_WAITED_WEIGHT        4u
 /* The use after one tick: `charged_ns` charged over `wall_ns`, in hundredths of a percent
  * (wall_ns 0: unchanged). */
 uint32_t lim_use_avg(uint32_t use_x100, uint64_t charged_ns, uint64_t wall_ns);
+/* The waited share after one tick: `waited_ns` waited in the gate over `wall_ns`, alike. */
+uint32_t lim_waited_avg(uint32_t waited_x100, uint64_t waited_ns, uint64_t wall_ns);
 /* The idle share is the part of the container's recent free time (not waited in the gate) that
  * the GPU time it was charged does not fill.  Two sums over about LIM_IDLE_SPAN_NS of free time:
  * each tick adds its free time and its charges, and keeps of what they held the part of the span
@@ -478,10 +492,11 @@ struct lim_idle lim_idle_avg(struct lim_idle a, uint64_t charged_ns, uint64_t wa
                              uint64_t wall_ns);
 /* The idle share, in hundredths of a percent: 0 when the charges fill the free time. */
 uint32_t lim_idle_share(struct lim_idle a);
-/* Whether a container paced at `limit_pct` with that use and idle share, averaged for
- * `since_ns`, is light, from whether it was (the hysteresis above). */
+/* Whether a container paced at `limit_pct` with that use, idle share and waited share,
+ * averaged for `since_ns`, is light, from whether it was (the hysteresis above; the waited share
+ * only ends a light spell). */
 uint32_t lim_light(uint32_t was_light, uint32_t use_x100, uint32_t idle_x100,
-                   uint32_t limit_pct, uint64_t since_ns);
+                   uint32_t waited_x100, uint32_t limit_pct, uint64_t since_ns);
 
 /* ---- priority: a low one's queue beside a claiming high ------------------------------------- */
 

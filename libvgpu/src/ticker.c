@@ -144,6 +144,7 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
 
     if (limit == 0 || !node_known || vgpu_cs.policy != LIM_POLICY_DEFAULT) {
         c->use_x100 = 10000u;
+        c->waited_x100 = 0;
         c->idle = (struct lim_idle){0, 0};
         c->use_at = c->use_since = 0;
         ST(&c->light, 0u);
@@ -162,6 +163,8 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
         c->use_x100 = lim_use_avg(c->use_x100, charged - c->use_charged, now - c->use_at);
         c->idle = lim_idle_avg(c->idle, charged - c->use_charged, waited - c->use_waited,
                                now - c->use_at);
+        c->waited_x100 = lim_waited_avg(c->waited_x100, waited - c->use_waited,
+                                        now - c->use_at);
     }
     c->use_charged = charged;
     c->use_waited = waited;
@@ -170,13 +173,20 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
         c->use_since = now;
     idle = lim_idle_share(c->idle);
     /* against its share (a weight), not the pace it scales to (lim_share_scaled) */
-    light = lim_light(LD(&c->light), c->use_x100, idle, LD(&c->share), now - c->use_since);
+    light = lim_light(LD(&c->light), c->use_x100, idle, c->waited_x100, LD(&c->share),
+                      now - c->use_since);
     if (light != LD(&c->light))
         vgpu_log(VGPU_LOG_INFO, "compute: used %u.%02u %% of the GPU lately at a %u %% share, "
-                 "idle %u %% of the time: %s", c->use_x100 / 100u, c->use_x100 % 100u,
-                 LD(&c->share),
-                 idle / 100u,
+                 "idle %u %% of the time, waited %u %%: %s", c->use_x100 / 100u,
+                 c->use_x100 % 100u, LD(&c->share), idle / 100u, c->waited_x100 / 100u,
                  light ? "light (claims the GPU while busy, out of the turns)" : "no longer light");
+    if (!light && LD(&c->light) && c->waited_x100 >= LIM_LIGHT_WAIT_LEAVE_PCT * 100u) {
+        /* held back by its own pace: it starts again busy (limiter.h) */
+        c->use_x100 = 10000u;
+        c->waited_x100 = 0;
+        c->idle = (struct lim_idle){0, 0};
+        c->use_since = now;
+    }
     ST(&c->light, light);
     return light;
 }
