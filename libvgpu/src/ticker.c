@@ -180,7 +180,9 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
                  "idle %u %% of the time, waited %u %%: %s", c->use_x100 / 100u,
                  c->use_x100 % 100u, LD(&c->share), idle / 100u, c->waited_x100 / 100u,
                  light ? "light (claims the GPU while busy, out of the turns)" : "no longer light");
-    if (!light && LD(&c->light) && c->waited_x100 >= LIM_LIGHT_WAIT_LEAVE_PCT * 100u) {
+    if (light && !LD(&c->light)) {
+        c->waited_x100 = 0; /* its waits so far were for windows: from now on, for its pace */
+    } else if (!light && LD(&c->light) && c->waited_x100 >= LIM_LIGHT_WAIT_LEAVE_PCT * 100u) {
         /* held back by its own pace: it starts again busy (limiter.h) */
         c->use_x100 = 10000u;
         c->waited_x100 = 0;
