@@ -353,14 +353,15 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
         /* Charged: the GPU time the launch would take on the saturated GPU (the estimate, DVFS
          * corrected sample by sample) times the busy feedback. */
         uint64_t charge = lim_scale_cost(est, LD(&c->scale_ppm));
-        uint64_t turn = LD(&c->turn), longest = LD(&c->longest);
+        uint64_t turn = LD(&c->turn);
         int turns = turn != 0;
-        /* the longest recent kernel sets the turn period class; it decays by 1/1024 a launch.
-         * A young signature's estimate does not raise it: its first sample may hold the
-         * module's loading (a longer period for seconds: 500-us kernels of two paced containers
-         * lost their disjoint windows for ~2 s on the sim after one such sample) */
-        ST(&c->longest, charge > longest && known >= (int)YOUNG_SAMPLES ? charge
-                        : longest - longest / 1024u);
+        /* the longest recent kernel sets the turn period class (limiter.h) */
+        struct lim_longest l = lim_longest_next(
+            (struct lim_longest){LD(&c->longest), LD(&c->longest_key), LD(&c->longest_light)},
+            key, charge, known >= (int)YOUNG_SAMPLES, LD(&c->light));
+        ST(&c->longest, l.ns);
+        ST(&c->longest_key, l.key);
+        ST(&c->longest_light, l.light);
         if (turns) {
             /* Taking turns: the window holds the share; the pacer, with a period of credit,
              * only keeps the long-run share of kernels longer than the window. */

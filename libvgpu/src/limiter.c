@@ -79,6 +79,15 @@ uint32_t lim_turn_class(uint64_t longest_ns, uint32_t limit_pct)
     return k;
 }
 
+struct lim_longest lim_longest_next(struct lim_longest l, uint64_t key, uint64_t charge_ns,
+                                    int settled, uint32_t light)
+{
+    if (settled && (charge_ns > l.ns || (l.light && key == l.key && charge_ns < l.ns)))
+        return (struct lim_longest){charge_ns, key, light};
+    l.ns -= l.ns / LIM_LONGEST_DECAY;
+    return l;
+}
+
 void lim_turn_merge(struct lim_turn_member *set, uint32_t *n, uint32_t max,
                     struct lim_turn_member m)
 {

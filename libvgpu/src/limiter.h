@@ -77,6 +77,28 @@ uint64_t lim_pacer_book_bursty(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns,
  * take the largest class asked. */
 uint32_t lim_turn_class(uint64_t longest_ns, uint32_t limit_pct);
 
+/* The longest recent kernel, which sets the class: the charge of the longest launch lately,
+ * decaying by 1/LIM_LONGEST_DECAY a launch.  A young signature (`settled` 0: fewer samples
+ * than its first launches are measured on) does not raise it: its first sample may hold the
+ * module's loading (a longer period for seconds: 500-us kernels of two paced containers lost
+ * their disjoint windows for ~2 s on the sim after one such sample).  One set while the
+ * container was light (`light`: out of the turns, its kernels sliced with the work its
+ * neighbours run between its claims) is followed down by the signature that set it: a light
+ * newcomer's 12-ms kernels read 20-30 ms on the H100, and when it took turns the decay held a
+ * 640-ms period for seconds (400 ms of its first second waited for its window).  Otherwise a
+ * fall only decays: samples sliced in the turns are the GPU's own (a container's processes
+ * time-slice at their parts' edges), and a period that followed every estimate down moved
+ * every member's windows as the samples varied (sim, two processes of 12-ms kernels
+ * synchronised each: their 70 got 0.60-0.61 of the GPU where it gets 0.65). */
+#define LIM_LONGEST_DECAY 1024u
+struct lim_longest {
+    uint64_t ns;    /* 0: none yet */
+    uint64_t key;   /* the launch signature that set it */
+    uint32_t light; /* set while the container was light: it may fall */
+};
+struct lim_longest lim_longest_next(struct lim_longest l, uint64_t key, uint64_t charge_ns,
+                                    int settled, uint32_t light);
+
 struct lim_turn_member {
     uint64_t id;           /* container id, nonzero */
     uint32_t limit_pct;    /* 1..99 */
@@ -459,9 +481,16 @@ int lim_may_take_rest(const struct lim_view *v);
  * loop flat out stayed light for 0.3-0.8 s: its neighbour, out of the turns, ran work between its
  * claims, its kernels time-sliced with that work and took longer than they were charged, and the
  * difference read as idle (H100, 12-ms kernels at 30 beside a 70 loop: 22.4 % of the saturated
- * throughput in its first second where 28.9 was due; simulated GPU: 0.23 for 0.30). */
-#define LIM_LIGHT_WAIT_LEAVE_PCT 50u
-#define LIM_WAITED_WEIGHT        4u
+ * throughput in its first second where 28.9 was due; simulated GPU: 0.23 for 0.30).  Only a
+ * container whose longest recent kernels take LIM_LIGHT_WAIT_LONGEST_NS or more leaves so: such
+ * kernels meet the time slices of the neighbour's work at each claim, and take turns well.  A
+ * loop of short kernels synchronised after each keeps claiming, which serves it better than the
+ * turns, whose windows it cannot fill (H200 / H100, stop 42, 0.2-ms matmuls at 30 beside a
+ * never-synchronising 70: 24.3-24.6 % of the saturated throughput light in its first second,
+ * 20.2-21.4 in the turns). */
+#define LIM_LIGHT_WAIT_LEAVE_PCT   50u
+#define LIM_WAITED_WEIGHT          4u
+#define LIM_LIGHT_WAIT_LONGEST_NS  1000000ull
 /* The use after one tick: `charged_ns` charged over `wall_ns`, in hundredths of a percent
  * (wall_ns 0: unchanged). */
 uint32_t lim_use_avg(uint32_t use_x100, uint64_t charged_ns, uint64_t wall_ns);

@@ -106,5 +106,5 @@ def test_a_newcomer_that_idled_first_is_light_no_more_once_its_loop_runs(loop, s
     start = next(t for t, launches, _ in seen if launches >= 2)  # its loop's first launch
     assert any(light for t, _, light in seen if t < start), "not found light while it idled"
     leave = next((t for t, _, light in seen if t >= start and not light), None)
-    assert leave is not None and leave - start <= 0.15, (leave and leave - start, got)
+    assert leave is not None and leave - start <= 0.25, (leave and leave - start, got)
     assert float(got["first_share"]) >= 0.255, got
