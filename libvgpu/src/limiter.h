@@ -524,11 +524,15 @@ struct lim_idle lim_idle_avg(struct lim_idle a, uint64_t charged_ns, uint64_t wa
                              uint64_t wall_ns);
 /* The idle share, in hundredths of a percent: 0 when the charges fill the free time. */
 uint32_t lim_idle_share(struct lim_idle a);
+/* Whether a light container that waited that share of the time in the gate, its longest recent
+ * kernels taking `longest_ns`, is held back by its own pace (LIM_LIGHT_WAIT_LEAVE_PCT, above). */
+int lim_held_back(uint32_t waited_x100, uint64_t longest_ns);
 /* Whether a container paced at `limit_pct` with that use, idle share and waited share,
  * averaged for `since_ns`, is light, from whether it was (the hysteresis above; the waited share
- * only ends a light spell). */
+ * only ends a light spell, lim_held_back). */
 uint32_t lim_light(uint32_t was_light, uint32_t use_x100, uint32_t idle_x100,
-                   uint32_t waited_x100, uint32_t limit_pct, uint64_t since_ns);
+                   uint32_t waited_x100, uint64_t longest_ns, uint32_t limit_pct,
+                   uint64_t since_ns);
 
 /* ---- priority: a low one's queue beside a claiming high ------------------------------------- */
 

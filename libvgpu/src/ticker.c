@@ -139,7 +139,7 @@ static int claimed_since(const struct vgpu_cdev *c, uint64_t since)
 static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device *b, uint64_t now,
                            int node_known)
 {
-    uint32_t limit = LD(&c->limit), light, idle, held;
+    uint32_t limit = LD(&c->limit), light, idle;
     uint64_t mark = LD(&c->wait_mark), charged = LD(&b->charged_ns), waited = LD(&b->waited_ns);
 
     if (limit == 0 || !node_known || vgpu_cs.policy != LIM_POLICY_DEFAULT) {
@@ -172,11 +172,9 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
     if (c->use_since == 0)
         c->use_since = now;
     idle = lim_idle_share(c->idle);
-    /* held back by its own pace ends a light spell only where the kernels are long enough to
-     * take turns well (limiter.h, LIM_LIGHT_WAIT_LONGEST_NS) */
-    held = LD(&c->longest) >= LIM_LIGHT_WAIT_LONGEST_NS ? c->waited_x100 : 0u;
     /* against its share (a weight), not the pace it scales to (lim_share_scaled) */
-    light = lim_light(LD(&c->light), c->use_x100, idle, held, LD(&c->share), now - c->use_since);
+    light = lim_light(LD(&c->light), c->use_x100, idle, c->waited_x100, LD(&c->longest),
+                      LD(&c->share), now - c->use_since);
     if (light != LD(&c->light))
         vgpu_log(VGPU_LOG_INFO, "compute: used %u.%02u %% of the GPU lately at a %u %% share, "
                  "idle %u %% of the time, waited %u %%: %s", c->use_x100 / 100u,
@@ -184,7 +182,7 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
                  light ? "light (claims the GPU while busy, out of the turns)" : "no longer light");
     if (light && !LD(&c->light)) {
         c->waited_x100 = 0; /* its waits so far were for windows: from now on, for its pace */
-    } else if (!light && LD(&c->light) && held >= LIM_LIGHT_WAIT_LEAVE_PCT * 100u) {
+    } else if (!light && LD(&c->light) && lim_held_back(c->waited_x100, LD(&c->longest))) {
         /* held back by its own pace: it starts again busy (limiter.h) */
         c->use_x100 = 10000u;
         c->waited_x100 = 0;

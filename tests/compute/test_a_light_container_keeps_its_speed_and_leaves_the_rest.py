@@ -16,7 +16,8 @@ import pytest
 from rounds import compute_state, each_run, judged_runs, medians
 from testbed import wait_for
 
-TICK_NS = 10_000_000
+MS = 1_000_000
+TICK_NS = 10 * MS
 SETTLED = 300_000_000  # LIM_LIGHT_SETTLE_NS
 
 
@@ -51,20 +52,26 @@ def test_use_follows_the_charged_share_an_eighth_a_tick(limiter_driver) -> None:
 def test_light_below_half_its_share_while_mostly_idle(limiter_driver, was: int, use_x100: int,
                                                       idle_x100: int, limit: int,
                                                       want: int) -> None:
-    assert int(limiter_driver.run("light", was, use_x100, idle_x100, 0, limit, SETTLED)) == want
+    assert int(limiter_driver.run("light", was, use_x100, idle_x100, 0, 0, limit, SETTLED)) == want
     # the averages of a container's first 0.3 s paced never make it light
-    assert int(limiter_driver.run("light", was, use_x100, idle_x100, 0, limit, SETTLED - 1)) == 0
+    assert int(limiter_driver.run("light", was, use_x100, idle_x100, 0, 0, limit,
+                                  SETTLED - 1)) == 0
 
 
-@pytest.mark.parametrize(("was", "waited_x100", "want"),
-                         [(1, 4999, 1), (1, 5000, 0), (1, 9000, 0),
+@pytest.mark.parametrize(("was", "waited_x100", "longest_ns", "want"),
+                         [(1, 4999, 12 * MS, 1), (1, 5000, 12 * MS, 0), (1, 9000, 12 * MS, 0),
+                          (1, 5000, MS, 0),
+                          # short kernels keep claiming, which serves them better than turns
+                          # they cannot fill
+                          (1, 9000, MS - 1, 1), (1, 9000, 200_000, 1),
                           # waiting is no reason to stay out: a member of the turns waits for
                           # its windows, a service among them too, and is found light all the same
-                          (0, 9000, 1), (0, 5000, 1)])
-def test_a_light_one_held_back_by_its_own_pace_half_the_time_is_light_no_more(
-        limiter_driver, was: int, waited_x100: int, want: int) -> None:
+                          (0, 9000, 12 * MS, 1), (0, 5000, 12 * MS, 1)])
+def test_a_light_one_with_long_kernels_held_back_by_its_own_pace_half_the_time_is_light_no_more(
+        limiter_driver, was: int, waited_x100: int, longest_ns: int, want: int) -> None:
     # used 10 % of a 30 % share, idle 60 % of its free time: light but for the waited share
-    assert int(limiter_driver.run("light", was, 1000, 6000, waited_x100, 30, SETTLED)) == want
+    assert int(limiter_driver.run("light", was, 1000, 6000, waited_x100, longest_ns, 30,
+                                  SETTLED)) == want
 
 
 def test_the_waited_share_follows_a_quarter_a_tick(limiter_driver) -> None:

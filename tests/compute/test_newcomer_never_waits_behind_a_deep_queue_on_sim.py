@@ -78,12 +78,12 @@ def test_a_newcomer_gets_its_share_beside_a_loop_that_never_synchronised(
 def test_a_newcomer_that_idled_first_is_light_no_more_once_its_loop_runs(loop, sim_gpu,
                                                                          tmp_path) -> None:
     """A container that loaded its model and waited for work is found light while it idles (it
-    uses nothing of its share).  Once its loop starts flat out, its own pace holds it back most
-    of the time, and it is light no more within ~50 ms (limiter.h, LIM_LIGHT_WAIT_LEAVE_PCT).
-    Without that rule it stayed light 280-360 ms here (0.3-0.8 s on an H100): its neighbour, out
-    of the turns, ran work between its claims, and the time its kernels spent sliced with that
-    work read as idle (H100, 12-ms matmuls: 22.4 % of the saturated throughput in its first
-    second for 28.9 due; here 0.26-0.28 of the GPU where 0.28-0.33 with the rule)."""
+    uses nothing of its share).  Once its loop of 10-ms kernels starts flat out, its own pace
+    holds it back most of the time, and it is light no more once its kernels' fourth sample
+    tells they are long, ~0.2 s (limiter.h, LIM_LIGHT_WAIT_LEAVE_PCT).  Without that rule it
+    stayed light 280-360 ms here (0.3-0.9 s on an H100): its neighbour, out of the turns, ran
+    work between its claims, and the time its kernels spent sliced with that work read as idle
+    (H100, 12-ms matmuls: light until 0.3 s in five runs, 0.3-0.9 s before)."""
     from libvgpu.region import Region, RegionError
 
     regions = {name: tmp_path / f"{name}.region" for name in ("old", "new")}
