@@ -755,23 +755,30 @@ def resume_bounds() -> list[tuple[float, float]]:
 
 
 class Weighted(NamedTuple):
-    """One container of a bench_weights pair: its gpucores (0: none) and its processes."""
+    """One container of a bench_weights pair: its gpucores (0: none), its processes, and a shape
+    of its own (None: the pair's)."""
     share: int
     procs: int = 1
+    shape: Shape | None = None
 
     @property
     def name(self) -> str:
         return (str(self.share) if self.share else "none") + (
-            f" ({self.procs} procs)" if self.procs > 1 else "")
+            f" ({self.procs} procs)" if self.procs > 1 else "") + (
+            f" of {self.shape.name}" if self.shape else "")
 
 
 W = Weighted
 BUSY, LONG = Shape("mm", 4096, sync=4), Shape("mm", 16384, sync=1)  # ~0.2-ms, ~12-ms kernels
+SMALL = Shape("mm", 1024, sync=4)  # launch-bound: ~24 % of the GPU alone, ~14 % in 2 processes
 WEIGHT_PAIRS = ((BUSY, W(30), W(30)), (BUSY, W(20), W(50)), (BUSY, W(30), W(70)),
                 (BUSY, W(30), W(0)), (BUSY, W(30), W(70, procs=2)), (BUSY, W(30, procs=2), W(70)),
                 # kernels longer than the GPU's time slice: a container's two processes cut
                 # each other's (limiter.h, lim_split_wait)
-                (LONG, W(30), W(70)), (LONG, W(30), W(70, procs=2)), (LONG, W(30, procs=2), W(70)))
+                (LONG, W(30), W(70)), (LONG, W(30), W(70, procs=2)), (LONG, W(30, procs=2), W(70)),
+                # a launch-bound container whose two processes keep NVML's GPU busy 99 % of the
+                # time alone: does the time its contexts take cost the busy neighbour?
+                (BUSY, W(30, procs=2, shape=SMALL), W(70)), (BUSY, W(30, shape=SMALL), W(70)))
 
 
 Window = tuple[float, float]
@@ -833,7 +840,9 @@ def bench_weights(r: Runner, pairs: tuple[tuple[Shape, Weighted, Weighted], ...]
     """Under `default` gpucores is a weight: two busy containers (low priority) whose shares sum
     to less than 100 split the whole GPU in proportion to them (30 + 30: 50 + 50), as cpu.weight
     does.  Alone = one container's unlimited rate of the shape in the same run; due = each share
-    over the pair's sum (a container with no gpucores is due what the other's share leaves);
+    over the pair's sum (a container with no gpucores is due what the other's share leaves; one
+    of a shape of its own, launch-bound under its share, is judged against itself alone, all
+    its processes, and is due 100: it keeps its speed);
     within target: within 5 points of it, and the GPU not left idle (the pair's sum at least
     90).  A container of several processes counts their throughputs together.  Shapes that
     synchronise each kernel also report how much of the phase the two containers' kernels were
@@ -846,17 +855,24 @@ def bench_weights(r: Runner, pairs: tuple[tuple[Shape, Weighted, Weighted], ...]
     ph = r.phase_s
     alone: dict[Shape, float] = {}
     for shape, *pair in pairs:
-        if shape not in alone:
-            alone[shape] = r.run(shape, f"0:{ph}", r.container())[0]["steps_per_s"]
+        # what each side is judged against: one process of the pair's shape, or a side's own
+        # shape as that container runs alone (all its processes)
+        refs = [replace(m.shape, procs=m.procs) if m.shape else shape for m in pair]
+        for ref in refs:
+            if ref not in alone:
+                alone[ref] = r.run(ref, f"0:{ph}", r.container())[0]["steps_per_s"]
         start = time.monotonic() + 15.0
         timeline = shape.sync == 1
-        pa, pb = (r.start(replace(shape, procs=m.procs), f"-1:{ph}", r.container(
+        pa, pb = (r.start(replace(m.shape or shape, procs=m.procs), f"-1:{ph}", r.container(
             **({"CUDA_DEVICE_SM_LIMIT": str(m.share)} if m.share else {})), start,
             timeline=timeline) for m in pair)
         ra, rb = (r.results(p)[0] for p in (pa, pb))
-        got = [round(100 * x["steps_per_s"] / alone[shape], 1) for x in (ra, rb)]
+        got = [round(100 * x["steps_per_s"] / alone[ref], 1)
+               for x, ref in zip((ra, rb), refs, strict=True)]
         a, b = (m.share for m in pair)
         due = [round(100 * x / (a + b), 1) for x in (a, b)] if b else [a, 100 - a]
+        # a side of its own shape uses less than its share alone: it keeps its speed
+        due = [100.0 if m.shape else d for m, d in zip(pair, due, strict=True)]
         row = {"shape": shape.name, "shares": [a, b], "containers": [m.name for m in pair],
                "pct_of_alone": got, "due": due,
                "ok": all(abs(g - d) <= 5 for g, d in zip(got, due, strict=True)) and sum(got) >= 90}
