@@ -418,6 +418,11 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
             __atomic_fetch_add(&c->claiming, 1u, __ATOMIC_SEQ_CST); /* before the claim */
             g->claimed = 1;
             vgpu_node_touch(vgpu_cs.node, c->node_slot, hz + LIM_LOW_QUEUE_NS);
+            if (LD(&c->light)) { /* how long its claim has run without a break (limiter.h) */
+                if (now > LD(&c->claim_until))
+                    ST(&c->claim_from, now);
+                ST(&c->claim_until, hz + LIM_LOW_QUEUE_NS + VGPU_NODE_LIGHT_GRACE_NS);
+            }
         }
     }
 

@@ -609,22 +609,22 @@ uint32_t lim_idle_share(struct lim_idle a)
     return (uint32_t)((double)(a.free_ns - a.charged_ns) * 1e4 / (double)a.free_ns);
 }
 
-int lim_held_back(uint32_t waited_x100, uint64_t longest_ns)
+int lim_held_back(uint32_t waited_x100, uint64_t longest_ns, uint64_t claim_run_ns)
 {
-    return longest_ns >= LIM_LIGHT_WAIT_LONGEST_NS &&
-           waited_x100 >= LIM_LIGHT_WAIT_LEAVE_PCT * 100u;
+    return claim_run_ns >= LIM_LIGHT_RUN_MAX_NS ||
+           (longest_ns >= LIM_LIGHT_WAIT_LONGEST_NS &&
+            waited_x100 >= LIM_LIGHT_WAIT_LEAVE_PCT * 100u);
 }
 
-uint32_t lim_light(uint32_t was_light, uint32_t use_x100, uint32_t idle_x100,
-                   uint32_t waited_x100, uint64_t longest_ns, uint32_t limit_pct,
-                   uint64_t since_ns)
+uint32_t lim_light(uint32_t was_light, uint32_t use_x100, uint32_t idle_x100, int held_back,
+                   uint32_t limit_pct, uint64_t since_ns)
 {
     if (limit_pct == 0 || limit_pct >= 100 || since_ns < LIM_LIGHT_SETTLE_NS)
         return 0;
     if (was_light)
         return use_x100 < limit_pct * LIM_LIGHT_LEAVE_PCT &&
                idle_x100 >= LIM_LIGHT_IDLE_LEAVE_PCT * 100u &&
-               !lim_held_back(waited_x100, longest_ns);
+               !held_back;
     return use_x100 < limit_pct * LIM_LIGHT_ENTER_PCT &&
            idle_x100 >= LIM_LIGHT_IDLE_ENTER_PCT * 100u;
 }

@@ -491,6 +491,18 @@ int lim_may_take_rest(const struct lim_view *v);
 #define LIM_LIGHT_WAIT_LEAVE_PCT   50u
 #define LIM_WAITED_WEIGHT          4u
 #define LIM_LIGHT_WAIT_LONGEST_NS  1000000ull
+/* A light container whose claim has run without a break for LIM_LIGHT_RUN_MAX_NS is held back
+ * too: its neighbours wait while it claims, and a launch-bound loop (a small model's inference
+ * loop, each launch a few us of GPU work) claims without end although it keeps the GPU busy a
+ * fraction of the time.  Beside it a 70 % loop got nothing (H100, a 30 % container of 1024²
+ * matmuls synchronised every 4, ~24 % of the GPU alone: the 4096² loop at 0.0 % of its alone
+ * throughput; simulated GPU, 5-us kernels: 0.002 of the GPU).  Its requests are not requests:
+ * it takes turns, as any member does, its share of the time.  In the turns it is found light
+ * again (it leaves most of its window idle), so it is not light again for LIM_LIGHT_RUN_SETTLE_NS
+ * more than LIM_LIGHT_SETTLE_NS: with 0.3 s it claimed ~20 ms in every ~330 ms, and its 70 %
+ * neighbour lost that (simulated GPU: 0.61 of the GPU). */
+#define LIM_LIGHT_RUN_MAX_NS       10000000ull
+#define LIM_LIGHT_RUN_SETTLE_NS    2000000000ull
 /* The use after one tick: `charged_ns` charged over `wall_ns`, in hundredths of a percent
  * (wall_ns 0: unchanged). */
 uint32_t lim_use_avg(uint32_t use_x100, uint64_t charged_ns, uint64_t wall_ns);
@@ -525,14 +537,15 @@ struct lim_idle lim_idle_avg(struct lim_idle a, uint64_t charged_ns, uint64_t wa
 /* The idle share, in hundredths of a percent: 0 when the charges fill the free time. */
 uint32_t lim_idle_share(struct lim_idle a);
 /* Whether a light container that waited that share of the time in the gate, its longest recent
- * kernels taking `longest_ns`, is held back by its own pace (LIM_LIGHT_WAIT_LEAVE_PCT, above). */
-int lim_held_back(uint32_t waited_x100, uint64_t longest_ns);
-/* Whether a container paced at `limit_pct` with that use, idle share and waited share,
- * averaged for `since_ns`, is light, from whether it was (the hysteresis above; the waited share
- * only ends a light spell, lim_held_back). */
-uint32_t lim_light(uint32_t was_light, uint32_t use_x100, uint32_t idle_x100,
-                   uint32_t waited_x100, uint64_t longest_ns, uint32_t limit_pct,
-                   uint64_t since_ns);
+ * kernels taking `longest_ns`, is held back by its own pace (LIM_LIGHT_WAIT_LEAVE_PCT), or has
+ * claimed the GPU without a break for `claim_run_ns` (LIM_LIGHT_RUN_MAX_NS): either way it is
+ * light no more, and starts again busy (above). */
+int lim_held_back(uint32_t waited_x100, uint64_t longest_ns, uint64_t claim_run_ns);
+/* Whether a container paced at `limit_pct` with that use and idle share, averaged for
+ * `since_ns`, is light, from whether it was (the hysteresis above; `held_back`, lim_held_back,
+ * only ends a light spell). */
+uint32_t lim_light(uint32_t was_light, uint32_t use_x100, uint32_t idle_x100, int held_back,
+                   uint32_t limit_pct, uint64_t since_ns);
 
 /* ---- priority: a low one's queue beside a claiming high ------------------------------------- */
 

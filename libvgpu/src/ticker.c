@@ -140,7 +140,9 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
                            int node_known)
 {
     uint32_t limit = LD(&c->limit), light, idle;
-    uint64_t mark = LD(&c->wait_mark), charged = LD(&b->charged_ns), waited = LD(&b->waited_ns);
+    int held;
+    uint64_t run, mark = LD(&c->wait_mark), charged = LD(&b->charged_ns);
+    uint64_t waited = LD(&b->waited_ns);
 
     if (limit == 0 || !node_known || vgpu_cs.policy != LIM_POLICY_DEFAULT) {
         c->use_x100 = 10000u;
@@ -172,22 +174,28 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
     if (c->use_since == 0)
         c->use_since = now;
     idle = lim_idle_share(c->idle);
+    /* its claim, running without a break since claim_from (gate.c), or none */
+    run = LD(&c->light) && LD(&c->claim_until) > now && now > LD(&c->claim_from)
+              ? now - LD(&c->claim_from) : 0u;
+    held = lim_held_back(c->waited_x100, LD(&c->longest), run);
     /* against its share (a weight), not the pace it scales to (lim_share_scaled) */
-    light = lim_light(LD(&c->light), c->use_x100, idle, c->waited_x100, LD(&c->longest),
-                      LD(&c->share), now - c->use_since);
+    light = lim_light(LD(&c->light), c->use_x100, idle, held, LD(&c->share),
+                      now > c->use_since ? now - c->use_since : 0u);
     if (light != LD(&c->light))
         vgpu_log(VGPU_LOG_INFO, "compute: used %u.%02u %% of the GPU lately at a %u %% share, "
-                 "idle %u %% of the time, waited %u %%: %s", c->use_x100 / 100u,
-                 c->use_x100 % 100u, LD(&c->share), idle / 100u, c->waited_x100 / 100u,
+                 "idle %u %% of the time, waited %u %%, claimed %llu ms without a break: %s",
+                 c->use_x100 / 100u, c->use_x100 % 100u, LD(&c->share), idle / 100u,
+                 c->waited_x100 / 100u, (unsigned long long)(run / 1000000u),
                  light ? "light (claims the GPU while busy, out of the turns)" : "no longer light");
     if (light && !LD(&c->light)) {
         c->waited_x100 = 0; /* its waits so far were for windows: from now on, for its pace */
-    } else if (!light && LD(&c->light) && lim_held_back(c->waited_x100, LD(&c->longest))) {
+    } else if (!light && LD(&c->light) && held) {
         /* held back by its own pace: it starts again busy (limiter.h) */
         c->use_x100 = 10000u;
         c->waited_x100 = 0;
         c->idle = (struct lim_idle){0, 0};
-        c->use_since = now;
+        /* a claim that ran on: not light again for longer (limiter.h, LIM_LIGHT_RUN_SETTLE_NS) */
+        c->use_since = run >= LIM_LIGHT_RUN_MAX_NS ? now + LIM_LIGHT_RUN_SETTLE_NS : now;
     }
     ST(&c->light, light);
     return light;

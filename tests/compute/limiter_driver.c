@@ -23,8 +23,8 @@
  *   limiter_driver cgroup2 TEXT   (prints lim_cgroup2_path, or "none")
  *   limiter_driver use AVG_X100 CHARGED_NS WALL_NS [CHARGED_NS WALL_NS ...]
  *       (prints lim_use_avg after each tick)
- *   limiter_driver light WAS_LIGHT USE_X100 IDLE_X100 WAITED_X100 LONGEST_NS LIMIT SINCE_NS
- *                                                           (prints lim_light)
+ *   limiter_driver light WAS_LIGHT USE_X100 IDLE_X100 HELD_BACK LIMIT SINCE_NS   (lim_light)
+ *   limiter_driver heldback WAITED_X100 LONGEST_NS CLAIM_RUN_NS   (prints lim_held_back)
  *   limiter_driver idle FREE_NS CHARGED_NS  CHARGED_NS WAITED_NS WALL_NS [...]
  *       (from those averages, prints lim_idle_share after each tick's lim_idle_avg)
  *   limiter_driver lowest V1 [V2 ...]
@@ -319,10 +319,15 @@ int main(int argc, char **argv)
         return cmd_avg(argc, argv, lim_cpu_wait_avg);
     if (argc >= 5 && argc % 2 == 1 && strcmp(argv[1], "use") == 0)
         return cmd_avg(argc, argv, lim_use_avg);
-    if (argc == 9 && strcmp(argv[1], "light") == 0) {
+    if (argc == 5 && strcmp(argv[1], "heldback") == 0) {
+        printf("%d\n", lim_held_back((uint32_t)arg_u64(argv[2]), arg_u64(argv[3]),
+                                     arg_u64(argv[4])));
+        return 0;
+    }
+    if (argc == 8 && strcmp(argv[1], "light") == 0) {
         printf("%u\n", lim_light((uint32_t)arg_u64(argv[2]), (uint32_t)arg_u64(argv[3]),
-                                 (uint32_t)arg_u64(argv[4]), (uint32_t)arg_u64(argv[5]),
-                                 arg_u64(argv[6]), (uint32_t)arg_u64(argv[7]), arg_u64(argv[8])));
+                                 (uint32_t)arg_u64(argv[4]), (int)arg_u64(argv[5]),
+                                 (uint32_t)arg_u64(argv[6]), arg_u64(argv[7])));
         return 0;
     }
     if (argc >= 5 && argc % 2 == 1 && strcmp(argv[1], "waited") == 0)
