@@ -190,7 +190,7 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
     if (light && !LD(&c->light)) {
         c->waited_x100 = 0; /* its waits so far were for windows: from now on, for its pace */
     } else if (!light && LD(&c->light) && held) {
-        /* held back by its own pace: it starts again busy (limiter.h) */
+        /* held back (by its own pace, or a claim that ran on): it starts again busy (limiter.h) */
         c->use_x100 = 10000u;
         c->waited_x100 = 0;
         c->idle = (struct lim_idle){0, 0};
