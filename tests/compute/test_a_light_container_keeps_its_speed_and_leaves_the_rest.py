@@ -419,8 +419,9 @@ def test_a_launch_bound_loop_found_light_never_starves_its_neighbour(loop, make_
     # a 30 % loop of 5-us kernels synchronised every 4 keeps the GPU busy ~20 % of the time, so
     # it is found light; its claim then never breaks, and its 70 % neighbour, waiting for it,
     # got 0.002 of the GPU (H100: a 4096² loop beside 1024² matmuls, 0.0 % of its alone
-    # throughput).  Held back once its claim runs 10 ms, it takes turns: 0.61-0.62 (the same as
-    # beside it capped with `force`, which never claims)
+    # throughput).  Held back once its claim runs 10 ms, it takes turns: 0.61-0.62, what this
+    # loop gets beside any 30 here (beside it capped with `force`, which never claims, or beside
+    # 1-ms kernels: the gaps of its own synchronisations in its window)
     def one(run, gpu: dict[str, str], i: int) -> dict[str, float]:
         small = run.start(gpu, "kernel", 5, 3.0, CUDA_DEVICE_SM_LIMIT="30", LAUNCH_LOOP_SYNC="4",
                           LIBCUDA_LOG_LEVEL="3",
