@@ -855,17 +855,18 @@ def bench_weights(r: Runner, pairs: tuple[tuple[Shape, Weighted, Weighted], ...]
     ph = r.phase_s
     alone: dict[Shape, float] = {}
     for shape, *pair in pairs:
-        # what each side is judged against: one process of the pair's shape, or a side's own
-        # shape as that container runs alone (all its processes)
-        refs = [replace(m.shape, procs=m.procs) if m.shape else shape for m in pair]
+        # what each side runs, and what it is judged against: one process of the pair's shape,
+        # or a side's own shape as that container runs alone (all its processes)
+        sides = [replace(m.shape or shape, procs=m.procs) for m in pair]
+        refs = [side if m.shape else shape for side, m in zip(sides, pair, strict=True)]
         for ref in refs:
             if ref not in alone:
                 alone[ref] = r.run(ref, f"0:{ph}", r.container())[0]["steps_per_s"]
         start = time.monotonic() + 15.0
         timeline = shape.sync == 1
-        pa, pb = (r.start(replace(m.shape or shape, procs=m.procs), f"-1:{ph}", r.container(
+        pa, pb = (r.start(side, f"-1:{ph}", r.container(
             **({"CUDA_DEVICE_SM_LIMIT": str(m.share)} if m.share else {})), start,
-            timeline=timeline) for m in pair)
+            timeline=timeline) for side, m in zip(sides, pair, strict=True))
         ra, rb = (r.results(p)[0] for p in (pa, pb))
         got = [round(100 * x["steps_per_s"] / alone[ref], 1)
                for x, ref in zip((ra, rb), refs, strict=True)]
