@@ -487,7 +487,8 @@ int lim_may_take_rest(const struct lim_view *v);
  * loop of short kernels synchronised after each keeps claiming, which serves it better than the
  * turns, whose windows it cannot fill (H200 / H100, stop 42, 0.2-ms matmuls at 30 beside a
  * never-synchronising 70: 24.3-24.6 % of the saturated throughput light in its first second,
- * 20.2-21.4 in the turns). */
+ * 20.2-21.4 in the turns).  The 1-ms line lies between those two shapes (0.2-ms and 12-ms
+ * matmuls); kernels of 1-10 ms were not measured on a GPU. */
 #define LIM_LIGHT_WAIT_LEAVE_PCT   50u
 #define LIM_WAITED_WEIGHT          4u
 #define LIM_LIGHT_WAIT_LONGEST_NS  1000000ull
