@@ -230,6 +230,9 @@ def worker(args: argparse.Namespace, phases: list[tuple[int, float, float | None
                 torch.cuda.synchronize()
         torch.cuda.synchronize()
         t1, calls, lat, windows = time.monotonic(), 0, [], []
+        # a warm-up held up past the phase's end leaves nothing measured: said, not read as a
+        # rate over an empty window with nothing charged or waited in it
+        overran = round(t1 - t_next, 3) if t1 >= t_next else None
         tb_burst = t1
         s1 = region.compute_state(0) if region is not None else None
         while True:
@@ -262,6 +265,8 @@ def worker(args: argparse.Namespace, phases: list[tuple[int, float, float | None
             "step_p99_ms": round(1e3 * sorted(lat)[len(lat) * 99 // 100], 3) if lat else None,
             "steps": len(lat),
         }
+        if overran is not None:
+            rec["warm_overran_s"] = overran
         if args.timeline:
             rec["windows"] = windows
         if states:
@@ -388,6 +393,9 @@ def probe(args: argparse.Namespace) -> int:
 # ---- driver -----------------------------------------------------------------------------------
 
 
+LIGHT_VERDICTS_KEPT = 12  # a phase's light verdicts (the shim's log) kept in its record
+
+
 class Runner:
     def __init__(self, tmp: Path, gpu: Gpu, phase_s: float, warm_s: float,
                  shim: Path | None = None, load: CpuLoad | None = None) -> None:
@@ -441,6 +449,7 @@ class Runner:
         per process."""
         per = []
         light = 0  # times the shim logged the container found light (LIBCUDA_LOG_LEVEL=3)
+        verdicts: list[str] = []  # the shim's light verdicts as it logged them, in order
         for p in procs:
             p.wait(timeout=300)
             p.out_file.seek(0)
@@ -453,12 +462,15 @@ class Runner:
                 raise SystemExit(f"worker failed (rc {p.returncode}):\n{err[-4000:]}")
             per.append([json.loads(x) for x in out.splitlines() if x.startswith("{")])
             light += err.count("light (claims the GPU while busy")
+            verdicts += [x.split("compute: ", 1)[1] for x in err.splitlines()
+                         if "compute: used" in x]
         res = []
         for phases in zip(*per, strict=True):
             r = dict(phases[0])
             if "windows" in r:
                 r["windows"] = [x["windows"] for x in phases]
             r["found_light"] = light
+            r["light_verdicts"] = verdicts[:LIGHT_VERDICTS_KEPT]
             r["steps_per_s"] = sum(x["steps_per_s"] for x in phases)
             r["t1"] = max(x["t1"] for x in phases)
             r["t2"] = min(x["t2"] for x in phases)
@@ -889,6 +901,8 @@ def bench_weights(r: Runner, pairs: tuple[tuple[Shape, Weighted, Weighted], ...]
         row["charged_pct"] = [round(x.get("charged_pct", 0.0), 1) for x in (ra, rb)]
         row["waited_pct"] = [round(x.get("waited_pct", 0.0), 1) for x in (ra, rb)]
         row["cost_scale"] = [x.get("cost_scale") for x in (ra, rb)]  # DVFS x busy feedback
+        # a side whose warm-up outlasted the phase measured nothing (0 steps, 0 charged/waited)
+        row["warm_overran_s"] = [x.get("warm_overran_s") for x in (ra, rb)]
         print(json.dumps(row), flush=True)
         out.append(row)
     return out
@@ -1183,6 +1197,7 @@ def bench_light(r: Runner, services: tuple[Shape, ...] = LIGHT_SERVICES,
                "request_ms": [ra["step_p50_ms"], ra["step_p99_ms"]],
                "busy_pct_of_alone": round(busy_pct, 1),
                "found_light": [ra["found_light"], rb["found_light"]],
+               "service_light_verdicts": ra["light_verdicts"],
                "sm_mhz": [alone.get("sm_mhz"), ra.get("sm_mhz")],
                "raw_pct_of_alone": [round(100 * rra["steps_per_s"] / alone["steps_per_s"], 1),
                                     round(100 * rrb["steps_per_s"] / busy_alone["steps_per_s"],
@@ -1410,6 +1425,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="shapes,cold,shared,priority",
                     help=f"comma list of sections, of: {', '.join(SECTIONS)}")
     ap.add_argument("--shapes", default="", help="comma list of shape indexes to run (default all)")
+    ap.add_argument("--services", default="",
+                    help="comma list of `light` service indexes to run (default all)")
     ap.add_argument("--pairs", default="",
                     help="weights: comma list of WEIGHT_PAIRS indexes to run (default all)")
     ap.add_argument("--cold-starts", default="",
@@ -1447,9 +1464,14 @@ def main(argv: list[str] | None = None) -> int:
         idx = [int(x) for x in args.shapes.split(",") if x] or list(range(len(SHAPES)))
         shapes = tuple(SHAPES[i] for i in idx)
         pairs = tuple(WEIGHT_PAIRS[int(x)] for x in args.pairs.split(",") if x) or WEIGHT_PAIRS
+        if any(int(x) < 0 for x in args.services.split(",") if x):
+            raise ValueError("negative index")
+        services = tuple(LIGHT_SERVICES[int(x)] for x in args.services.split(",") if x) \
+            or LIGHT_SERVICES
     except (ValueError, IndexError):
-        ap.error(f"--shapes {args.shapes!r} / --pairs {args.pairs!r}: indexes 0..{len(SHAPES) - 1}"
-                 f" / 0..{len(WEIGHT_PAIRS) - 1}, comma separated")
+        ap.error(f"--shapes {args.shapes!r} / --pairs {args.pairs!r} / --services "
+                 f"{args.services!r}: indexes 0..{len(SHAPES) - 1} / 0..{len(WEIGHT_PAIRS) - 1} / "
+                 f"0..{len(LIGHT_SERVICES) - 1}, comma separated")
     try:
         cold = tuple(COLD[int(x)] for x in args.cold_starts.split(",") if x) or COLD
     except (ValueError, IndexError):
@@ -1510,7 +1532,7 @@ def main(argv: list[str] | None = None) -> int:
             if "priority" in only:
                 res["priority"] = bench_priority(r)
             if "light" in only:
-                bench_light(r, out=res.setdefault("light", []))
+                bench_light(r, services, out=res.setdefault("light", []))
             if "gatewait" in only:
                 bench_gate_wait(r, args.gate_wait_rounds, out=res.setdefault("gate_wait", []))
     except SystemExit:
