@@ -183,11 +183,11 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
                       now > c->use_since ? now - c->use_since : 0u);
     if (light != LD(&c->light))
         vgpu_log(VGPU_LOG_INFO, "compute: used %u.%02u %% of the GPU lately at a %u %% share, "
-                 "idle %u %% of the time, waited %u %%, claimed %llu ms without a break, "
-                 "longest kernel %llu us: %s",
+                 "idle %u %% of the time, waited %u %%, longest kernel %llu us, claimed %llu ms "
+                 "without a break: %s",
                  c->use_x100 / 100u, c->use_x100 % 100u, LD(&c->share), idle / 100u,
-                 c->waited_x100 / 100u, (unsigned long long)(run / 1000000u),
-                 (unsigned long long)(LD(&c->longest) / 1000u),
+                 c->waited_x100 / 100u, (unsigned long long)(LD(&c->longest) / 1000u),
+                 (unsigned long long)(run / 1000000u),
                  light ? "light (claims the GPU while busy, out of the turns)" : "no longer light");
     if (light && !LD(&c->light)) {
         c->waited_x100 = 0; /* its waits so far were for windows: from now on, for its pace */
