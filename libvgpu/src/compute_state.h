@@ -75,6 +75,8 @@ struct vgpu_cdev {
     struct lim_idle idle; /* ... and its idle share's averages (lim_idle_avg; ticker only) */
     uint64_t use_charged, use_waited, use_at; /* its charged_ns, waited_ns at use_at, 0: anew */
     uint64_t use_since; /* when the averages started, 0 not yet */
+    uint64_t light_at;  /* when it was last found light (ticker only) */
+    uint64_t run_backoff; /* its last hold for a claim that ran on: lim_run_backoff (ticker) */
     uint64_t wait_mark; /* a wait in the gate in progress: counted in waited_ns up to here, 0
                          * none (atomic; one waiting thread at a time keeps it: gate.c) */
     uint64_t turn;    /* paced containers take turns: vgpu_turn_pack(), 0 none (atomic) */

@@ -629,6 +629,14 @@ uint32_t lim_light(uint32_t was_light, uint32_t use_x100, uint32_t idle_x100, in
            idle_x100 >= LIM_LIGHT_IDLE_ENTER_PCT * 100u;
 }
 
+uint64_t lim_run_backoff(uint64_t last_ns, uint64_t light_ns)
+{
+    if (last_ns == 0 || light_ns >= LIM_LIGHT_RUN_FORGET_NS)
+        return LIM_LIGHT_SETTLE_NS;
+    return last_ns >= LIM_LIGHT_RUN_SETTLE_MAX_NS / 2u ? LIM_LIGHT_RUN_SETTLE_MAX_NS
+                                                       : 2u * last_ns;
+}
+
 /* ---- priority: a low one's queue beside a claiming high ------------------------------------- */
 
 uint64_t lim_low_queue_wait(uint64_t queued_ns, uint64_t cost_ns, uint64_t bound_ns)

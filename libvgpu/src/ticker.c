@@ -191,13 +191,17 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
                  light ? "light (claims the GPU while busy, out of the turns)" : "no longer light");
     if (light && !LD(&c->light)) {
         c->waited_x100 = 0; /* its waits so far were for windows: from now on, for its pace */
+        c->light_at = now;
     } else if (!light && LD(&c->light) && held) {
         /* held back (by its own pace, or a claim that ran on): it starts again busy (limiter.h) */
         c->use_x100 = 10000u;
         c->waited_x100 = 0;
         c->idle = (struct lim_idle){0, 0};
-        /* a claim that ran on: not light again for longer (limiter.h, LIM_LIGHT_RUN_SETTLE_NS) */
-        c->use_since = run >= LIM_LIGHT_RUN_MAX_NS ? now + LIM_LIGHT_RUN_SETTLE_NS : now;
+        c->use_since = now;
+        if (run >= LIM_LIGHT_RUN_MAX_NS) { /* a claim that ran on: out of light longer */
+            c->run_backoff = lim_run_backoff(c->run_backoff, now - c->light_at);
+            c->use_since = now + (c->run_backoff - LIM_LIGHT_SETTLE_NS);
+        }
     }
     ST(&c->light, light);
     return light;

@@ -25,6 +25,8 @@
  *       (prints lim_use_avg after each tick)
  *   limiter_driver light WAS_LIGHT USE_X100 IDLE_X100 HELD_BACK LIMIT SINCE_NS   (lim_light)
  *   limiter_driver heldback WAITED_X100 LONGEST_NS CLAIM_RUN_NS   (prints lim_held_back)
+ *   limiter_driver backoff LIGHT_NS [LIGHT_NS ...]   (prints lim_run_backoff after each hold,
+ *       from none, each after that long light)
  *   limiter_driver idle FREE_NS CHARGED_NS  CHARGED_NS WAITED_NS WALL_NS [...]
  *       (from those averages, prints lim_idle_share after each tick's lim_idle_avg)
  *   limiter_driver lowest V1 [V2 ...]
@@ -322,6 +324,14 @@ int main(int argc, char **argv)
     if (argc == 5 && strcmp(argv[1], "heldback") == 0) {
         printf("%d\n", lim_held_back((uint32_t)arg_u64(argv[2]), arg_u64(argv[3]),
                                      arg_u64(argv[4])));
+        return 0;
+    }
+    if (argc >= 3 && strcmp(argv[1], "backoff") == 0) {
+        uint64_t b = 0;
+        for (int i = 2; i < argc; i++) {
+            b = lim_run_backoff(b, arg_u64(argv[i]));
+            printf(i + 1 < argc ? "%llu " : "%llu\n", (unsigned long long)b);
+        }
         return 0;
     }
     if (argc == 8 && strcmp(argv[1], "light") == 0) {

@@ -76,6 +76,16 @@ def test_a_light_one_that_claims_without_a_break_is_held_back(limiter_driver, ru
     assert int(limiter_driver.run("heldback", 0, 200_000, run_ns)) == want
 
 
+def test_each_hold_for_a_claim_that_ran_on_lasts_twice_the_last_until_it_stays_light_a_second(
+        limiter_driver) -> None:
+    # a launch-bound loop is light ~20 ms each time: 0.3, 0.6, 1.2, then 2.4 s out of light; a
+    # service light a second since its last burst starts again from 0.3 s
+    ms = 1_000_000
+    got = [int(x) for x in limiter_driver.run("backoff", *[20 * ms] * 5, 1000 * ms,
+                                              999 * ms).split()]
+    assert got == [300 * ms, 600 * ms, 1200 * ms, 2400 * ms, 2400 * ms, 300 * ms, 600 * ms]
+
+
 @pytest.mark.parametrize(("was", "held", "want"), [(1, 0, 1), (1, 1, 0),
                                                    # held back only ends a light spell: a member
                                                    # of the turns waits for its windows, a
@@ -437,3 +447,33 @@ def test_a_launch_bound_loop_found_light_never_starves_its_neighbour(loop, make_
     m, detail = over_rounds(loop, make_sim_gpu, one)
     assert m["busy"] >= 0.55, detail
     assert m["small"] >= 0.04, detail  # about its share of the time: 0.055-0.064 of ~0.20 alone
+
+
+@pytest.mark.slow
+def test_a_light_service_held_back_by_a_burst_is_light_again_soon(loop, make_sim_gpu,
+                                                                  tmp_path: Path) -> None:
+    # a service of one 13-µs kernel a request every ~2 ms, found light while it waited for work,
+    # meets 0.3 s of requests back to back: launch-bound, its claim runs 10 ms and it is held
+    # back, as a launch-bound loop is.  Its burst over, it is a light service again; held out of
+    # light for 2.3 s it waited for its window on every request (H100, 1024² matmuls beside a
+    # 70 % loop after the benchmark's 0.5-s warm-up flat out: 39 % of its alone speed, p99 28 ms)
+    service_env = {"LAUNCH_LOOP_SYNC": "1", "LAUNCH_LOOP_IDLE_US": "2000"}
+
+    def one(run, gpu: dict[str, str], i: int) -> dict[str, float]:
+        alone = float(run.run(gpu, "kernel", 13, 2.0, **service_env, CUDA_DEVICE_SM_LIMIT="30",
+                              CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"alone-{i}"))
+                      ["share"])
+        service = run.start(gpu, "kernel", 13, 3.0, **service_env, CUDA_DEVICE_SM_LIMIT="30",
+                            LAUNCH_LOOP_DELAY_US="600000", LAUNCH_LOOP_BURST_US="300000",
+                            LIBCUDA_LOG_LEVEL="3",
+                            CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"service-{i}"))
+        busy = run.start(gpu, "kernel", 200, 3.6, CUDA_DEVICE_SM_LIMIT="70", LAUNCH_LOOP_SYNC="4",
+                         CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"busy-{i}"))
+        rs, rb = run.result(service), run.result(busy)
+        log = str(rs["stderr"])
+        assert "without a break: no longer light" in log, log  # the burst held it back
+        return {"alone": alone, "service": float(rs["share"]), "busy": float(rb["share"])}
+
+    m, detail = over_rounds(loop, make_sim_gpu, one)
+    assert m["service"] >= 0.85 * m["alone"], detail  # its seconds 1-3, after the burst
+    assert m["busy"] >= 0.6, detail

@@ -29,6 +29,8 @@
  *   LAUNCH_LOOP_REQUEST=K,C makes a request of K synchronisations: after each of the first K-1
  *   it spins C microseconds of CPU (the application's own work between the steps of one
  *   request, before its next launch), and it sleeps LAUNCH_LOOP_IDLE_US only after the Kth.
+ *   LAUNCH_LOOP_BURST_US=U leaves the idle out for the loop's first U microseconds: a service
+ *   that meets a burst of requests, back to back, then settles into its usual pace.
  *   LAUNCH_LOOP_CPU=1 adds call_ns: the mean CPU time of this thread inside a launch call (what
  *   the launch costs the application's thread, libvgpu's gate included; robust to preemption).
  *     first_ns, last_ns   CLOCK_MONOTONIC of the first and last launch's return
@@ -145,6 +147,9 @@ int main(int argc, char **argv)
     uint64_t gap_ns = gap_s ? 1000u * strtoull(gap_s, NULL, 10) : 0;
     const char *idle_s = getenv("LAUNCH_LOOP_IDLE_US");
     uint64_t idle_ns = idle_s ? 1000u * strtoull(idle_s, NULL, 10) : 0;
+    /* a burst: the first BURST_US of the loop run without the idle (requests back to back) */
+    const char *burst_s = getenv("LAUNCH_LOOP_BURST_US");
+    uint64_t burst_ns = burst_s ? 1000u * strtoull(burst_s, NULL, 10) : 0;
     const char *request_s = getenv("LAUNCH_LOOP_REQUEST");
     unsigned long long request_k = 1, step_us = 0, syncs = 0;
     if (request_s != NULL && (sscanf(request_s, "%llu,%llu", &request_k, &step_us) != 2 ||
@@ -346,7 +351,7 @@ int main(int argc, char **argv)
                 uint64_t until = now_ns() + 1000u * step_us;
                 while (now_ns() < until)
                     ;
-            } else if (idle_ns != 0) {
+            } else if (idle_ns != 0 && now_ns() >= t0 + burst_ns) {
                 sleep_ns(idle_ns);
             }
         }
