@@ -423,6 +423,23 @@ def test_paced_members_keep_their_turns_while_a_light_one_claims(loop, make_sim_
     assert m["50"] / m["30"] == pytest.approx(50 / 30, rel=0.12), detail
 
 
+def held_back_beside_a_loop(run, gpu: dict[str, str], regions: Path, grid: int, seconds: float,
+                            busy_seconds: float, **env: str) -> tuple[dict, dict]:
+    """A 30 % container of `grid`-µs kernels (`env`, for `seconds`) found light and held back for a
+    claim that ran on, beside a 70 % loop of 200-µs kernels synchronised every 4 (for
+    `busy_seconds`), their regions in the new folder `regions`: both results."""
+    regions.mkdir()
+    small = run.start(gpu, "kernel", grid, seconds, **env, CUDA_DEVICE_SM_LIMIT="30",
+                      LIBCUDA_LOG_LEVEL="3", CUDA_DEVICE_MEMORY_SHARED_CACHE=str(regions / "small"))
+    busy = run.start(gpu, "kernel", 200, busy_seconds, CUDA_DEVICE_SM_LIMIT="70",
+                     LAUNCH_LOOP_SYNC="4", CUDA_DEVICE_MEMORY_SHARED_CACHE=str(regions / "busy"))
+    rs, rb = run.result(small), run.result(busy)
+    log = str(rs["stderr"])
+    assert "light (claims the GPU while busy" in log, log
+    assert "without a break: no longer light" in log, log
+    return rs, rb
+
+
 @pytest.mark.slow
 def test_a_launch_bound_loop_found_light_never_starves_its_neighbour(loop, make_sim_gpu,
                                                                      tmp_path: Path) -> None:
@@ -433,15 +450,8 @@ def test_a_launch_bound_loop_found_light_never_starves_its_neighbour(loop, make_
     # loop gets beside any 30 here (beside it capped with `force`, which never claims, or beside
     # 1-ms kernels: the gaps of its own synchronisations in its window)
     def one(run, gpu: dict[str, str], i: int) -> dict[str, float]:
-        small = run.start(gpu, "kernel", 5, 3.0, CUDA_DEVICE_SM_LIMIT="30", LAUNCH_LOOP_SYNC="4",
-                          LIBCUDA_LOG_LEVEL="3",
-                          CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"small-{i}"))
-        busy = run.start(gpu, "kernel", 200, 3.0, CUDA_DEVICE_SM_LIMIT="70", LAUNCH_LOOP_SYNC="4",
-                         CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"busy-{i}"))
-        rs, rb = run.result(small), run.result(busy)
-        log = str(rs["stderr"])
-        assert "light (claims the GPU while busy" in log, log
-        assert "without a break: no longer light" in log, log
+        rs, rb = held_back_beside_a_loop(run, gpu, tmp_path / str(i), 5, 3.0, 3.0,
+                                         LAUNCH_LOOP_SYNC="4")
         return {"small": float(rs["share"]), "busy": float(rb["share"])}
 
     m, detail = over_rounds(loop, make_sim_gpu, one)
@@ -463,15 +473,10 @@ def test_a_light_service_held_back_by_a_burst_is_light_again_soon(loop, make_sim
         alone = float(run.run(gpu, "kernel", 13, 2.0, **service_env, CUDA_DEVICE_SM_LIMIT="30",
                               CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"alone-{i}"))
                       ["share"])
-        service = run.start(gpu, "kernel", 13, 3.0, **service_env, CUDA_DEVICE_SM_LIMIT="30",
-                            LAUNCH_LOOP_DELAY_US="600000", LAUNCH_LOOP_BURST_US="300000",
-                            LIBCUDA_LOG_LEVEL="3",
-                            CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"service-{i}"))
-        busy = run.start(gpu, "kernel", 200, 3.6, CUDA_DEVICE_SM_LIMIT="70", LAUNCH_LOOP_SYNC="4",
-                         CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / f"busy-{i}"))
-        rs, rb = run.result(service), run.result(busy)
-        log = str(rs["stderr"])
-        assert "without a break: no longer light" in log, log  # the burst held it back
+        # (the burst holds it back; the loop runs on through its 0.6-s wait for work)
+        rs, rb = held_back_beside_a_loop(run, gpu, tmp_path / str(i), 13, 3.0, 3.6, **service_env,
+                                         LAUNCH_LOOP_DELAY_US="600000",
+                                         LAUNCH_LOOP_BURST_US="300000")
         return {"alone": alone, "service": float(rs["share"]), "busy": float(rb["share"])}
 
     m, detail = over_rounds(loop, make_sim_gpu, one)
