@@ -1164,7 +1164,9 @@ def bench_light(r: Runner, services: tuple[Shape, ...] = LIGHT_SERVICES,
     """A request service with gpucores 30 that uses a few % of the GPU (requests of a few
     matmuls, synchronised, then idle) beside a busy loop at 70 (4096² sync/4), both `default`:
     under `default` the service should keep its alone speed and request latency, and the loop
-    get what the service leaves.  Each against itself alone (default policy, so not held)."""
+    get what the service leaves.  Each against itself alone (default policy, so not held).
+    Its warm-up runs the requests back to back, no idle: a burst, which holds the service back
+    for a claim that ran on (limiter.h, LIM_LIGHT_RUN_MAX_NS) before its measured phase."""
     out = [] if out is None else out
     ph = r.phase_s
     busy = Shape("mm", 4096, sync=4)
