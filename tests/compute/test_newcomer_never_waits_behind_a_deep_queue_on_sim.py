@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from rounds import each_run, judged_runs, medians
 from testbed import wait_for
 
 KERNEL_NS = 10_000_000  # grid 10000 on the simulated GPU: a 10-ms kernel
@@ -75,7 +76,7 @@ def test_a_newcomer_gets_its_share_beside_a_loop_that_never_synchronised(
 
 
 @pytest.mark.slow
-def test_a_newcomer_that_idled_first_is_light_no_more_once_its_loop_runs(loop, sim_gpu,
+def test_a_newcomer_that_idled_first_is_light_no_more_once_its_loop_runs(loop, make_sim_gpu,
                                                                          tmp_path) -> None:
     """A container that loaded its model and waited for work is found light while it idles (it
     uses nothing of its share).  Once its loop of 10-ms kernels starts flat out, its own pace
@@ -83,28 +84,38 @@ def test_a_newcomer_that_idled_first_is_light_no_more_once_its_loop_runs(loop, s
     tells they are long, ~0.2 s (limiter.h, LIM_LIGHT_WAIT_LEAVE_PCT).  Without that rule it
     stayed light 280-360 ms here (0.3-0.9 s on an H100): its neighbour, out of the turns, ran
     work between its claims, and the time its kernels spent sliced with that work read as idle
-    (H100, 12-ms matmuls: light until 0.3 s in five runs, 0.3-0.9 s before)."""
+    (H100, 12-ms matmuls: light until 0.3 s in five runs, 0.3-0.9 s before).  Here its claim,
+    running on, holds it back first, ~10 ms in (LIM_LIGHT_RUN_MAX_NS).  Judged by the medians of
+    a few runs: where its windows fall in its first second moves that second's share by a few
+    points (0.26-0.32 of the GPU over ten runs; 0.229 in one CI run on a loaded machine)."""
     from libvgpu.region import Region, RegionError
 
-    regions = {name: tmp_path / f"{name}.region" for name in ("old", "new")}
-    old = loop.start(sim_gpu.env, "kernel", 10000, 5.0, CUDA_DEVICE_SM_LIMIT="70",
-                     CUDA_DEVICE_MEMORY_SHARED_CACHE=str(regions["old"]), LAUNCH_LOOP_SYNC="0")
-    new = loop.start(sim_gpu.env, "kernel", 10000, 2.0, CUDA_DEVICE_SM_LIMIT="30",
-                     CUDA_DEVICE_MEMORY_SHARED_CACHE=str(regions["new"]), LAUNCH_LOOP_SYNC="1",
-                     LAUNCH_LOOP_DELAY_US="1500000")
-    seen = []  # (time, its gated launches, light), every ~5 ms while it runs
-    while new.poll() is None:
-        try:
-            with Region.open(regions["new"]) as r:
-                st = r.compute_state(0)
-            seen.append((time.monotonic(), st.launches, st.light))
-        except RegionError:  # not made yet
-            pass
-        time.sleep(0.005)
-    got = loop.result(new)
-    loop.result(old)
-    start = next(t for t, launches, _ in seen if launches >= 2)  # its loop's first launch
-    assert any(light for t, _, light in seen if t < start), "not found light while it idled"
-    leave = next((t for t, _, light in seen if t >= start and not light), None)
-    assert leave is not None and leave - start <= 0.25, (leave and leave - start, got)
-    assert float(got["first_share"]) >= 0.255, got
+    def one(i: int) -> dict[str, float]:
+        run, gpu = loop.fresh(str(i)), make_sim_gpu().env
+        regions = {name: tmp_path / f"{name}-{i}.region" for name in ("old", "new")}
+        old = run.start(gpu, "kernel", 10000, 5.0, CUDA_DEVICE_SM_LIMIT="70",
+                        CUDA_DEVICE_MEMORY_SHARED_CACHE=str(regions["old"]), LAUNCH_LOOP_SYNC="0")
+        new = run.start(gpu, "kernel", 10000, 2.0, CUDA_DEVICE_SM_LIMIT="30",
+                        CUDA_DEVICE_MEMORY_SHARED_CACHE=str(regions["new"]), LAUNCH_LOOP_SYNC="1",
+                        LAUNCH_LOOP_DELAY_US="1500000")
+        seen = []  # (time, its gated launches, light), every ~5 ms while it runs
+        while new.poll() is None:
+            try:
+                with Region.open(regions["new"]) as r:
+                    st = r.compute_state(0)
+                seen.append((time.monotonic(), st.launches, st.light))
+            except RegionError:  # not made yet
+                pass
+            time.sleep(0.005)
+        got = run.result(new)
+        run.result(old)
+        start = next(t for t, launches, _ in seen if launches >= 2)  # its loop's first launch
+        assert any(light for t, _, light in seen if t < start), "not found light while it idled"
+        leave = next((t for t, _, light in seen if t >= start and not light), None)
+        return {"leave_s": 99.0 if leave is None else leave - start,
+                "first_share": float(got["first_share"])}
+
+    runs = judged_runs(loop, one)
+    m = medians(runs)
+    assert m["leave_s"] <= 0.25, each_run(runs)
+    assert m["first_share"] >= 0.255, each_run(runs)
