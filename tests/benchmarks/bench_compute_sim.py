@@ -12,9 +12,10 @@ after each launch, started beside a 70 % one that was alone and never synchronis
 its first launch, the share of its first second, for kernels of 2 to 100 ms synchronised after
 each launch, every few or never, and a launch-bound model whose kernels load lazily, paced at
 30 %), and `alonecost` (a container alone under gpucores 30, launch-bound and GPU-bound, with a
-real driver's call costs: what the gate costs it); `--baseline LIB` runs the cold, newcomer and
-alonecost rows with another libvgpu.so too, in the same run, alternating.
-`light` (issue 18: a request service at 30 beside a loop at 70, the H200's `light` shapes).
+real driver's call costs: what the gate costs it); `--baseline LIB` runs the cold, newcomer,
+light and alonecost rows with another libvgpu.so too, in the same run, alternating.
+`light` (issue 18: a request service at 30 beside a loop at 70, the H200's `light` shapes, and
+one found light while idle that then meets a burst of requests back to back).
 `shares` (busy containers whose shares add up to less than, or to, 100: shares as weights under
 `default`, caps under `force`; with `--baseline` side by side).
 `steal` (issue 18's CPU-starved node: some of the `shares` rows while real-time spinners take
@@ -123,11 +124,12 @@ PROBE = {"LAUNCH_LOOP_SYNC": "1", "LAUNCH_LOOP_IDLE_US": "8000", "LAUNCH_LOOP_LA
 
 
 def pair(tmp: Path, ll: Path, gpu: Gpu, name: str, a: tuple[int, dict[str, str]],
-         b: tuple[int, dict[str, str]], seconds: float = 4.0,
-         ) -> tuple[dict[str, float], dict[str, float]]:
-    """Two containers started together on one simulated GPU: (grid, environment) each."""
-    e = env(tmp, name, gpu=gpu)
-    pa = loop(ll, e, a[0], seconds,
+         b: tuple[int, dict[str, str]], seconds: float = 4.0, a_seconds: float | None = None,
+         shim: Path | None = None) -> tuple[dict[str, float], dict[str, float]]:
+    """Two containers started together on one simulated GPU: (grid, environment) each; the
+    first one's loop runs `a_seconds` (default `seconds`)."""
+    e = env(tmp, name, gpu=gpu, shim=shim)
+    pa = loop(ll, e, a[0], seconds if a_seconds is None else a_seconds,
               CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}-{gpu.key}.a"), **a[1])
     pb = loop(ll, e, b[0], seconds,
               CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"{name}-{gpu.key}.b"), **b[1])
@@ -215,25 +217,37 @@ def newcomer(tmp: Path, ll: Path, gpu: Gpu, shim: Path | None = None) -> dict[st
     return cells
 
 
-# request services (kernel µs, kernels a request, idle µs after each), beside a 70 % loop of
-# 0.2-ms kernels synchronised every 4: the H200's `light` section (bench_compute_shapes.py) with
-# ~4096² and ~1024² matmuls' times
-LIGHT = ((200, 8, 20_000), (200, 8, 5_000), (200, 8, 2_500), (13, 1, 2_000))
+# request services (kernel µs, kernels a request, idle µs after each, µs of requests back to
+# back first), beside a 70 % loop of 0.2-ms kernels synchronised every 4: the H200's `light`
+# section (bench_compute_shapes.py) with ~4096² and ~1024² matmuls' times; the last one idles
+# first (found light), then meets a burst, as the GPU benchmark's warm-up is
+LIGHT = ((200, 8, 20_000, 0), (200, 8, 5_000, 0), (200, 8, 2_500, 0), (13, 1, 2_000, 0),
+         (13, 1, 2_000, 300_000))
+LIGHT_IDLE_FIRST_US = 600_000  # a service that meets a burst idles that long first
 
 
-def light(tmp: Path, ll: Path, gpu: Gpu) -> dict[str, str]:
+def light(tmp: Path, ll: Path, gpu: Gpu, shim: Path | None = None) -> dict[str, str]:
     """A request service at gpucores 30 beside a loop at 70, both `default`, 4 s: each as % of
-    itself alone, on `gpu`: row -> cell."""
+    itself alone (its steady requests), on `gpu`, with `shim` (default this tree's): row ->
+    cell."""
     busy = {"LAUNCH_LOOP_SYNC": "4", "CUDA_DEVICE_SM_LIMIT": "70"}
-    loop_alone = fields(loop(ll, env(tmp, "l-loop", gpu=gpu), 200, 4.0, **busy))["share"]
+    loop_alone = fields(loop(ll, env(tmp, "l-loop", gpu=gpu, shim=shim), 200, 4.0,
+                             **busy))["share"]
     cells = {}
-    for grid, n, idle_us in LIGHT:
+    for grid, n, idle_us, burst_us in LIGHT:
         svc = {"LAUNCH_LOOP_SYNC": str(n), "LAUNCH_LOOP_IDLE_US": str(idle_us),
                "CUDA_DEVICE_SM_LIMIT": "30"}
-        alone = fields(loop(ll, env(tmp, f"l-{grid}-{idle_us}", gpu=gpu), grid, 4.0, **svc))
-        s, b = pair(tmp, ll, gpu, f"l2-{grid}-{idle_us}", (grid, svc), (200, busy))
-        cells[f"service of {n} × {grid}-µs kernels, idle {idle_us / 1000:g} ms: service / "
-              "loop, % of alone (the service's busy share alone)"] = (
+        name = f"{grid}-{idle_us}-{burst_us}"
+        alone = fields(loop(ll, env(tmp, f"l-{name}", gpu=gpu, shim=shim), grid, 4.0, **svc))
+        row = f"service of {n} × {grid}-µs kernels, idle {idle_us / 1000:g} ms"
+        if burst_us:  # it idles first, then its loop (4 s less that) starts with the burst
+            svc |= {"LAUNCH_LOOP_DELAY_US": str(LIGHT_IDLE_FIRST_US),
+                    "LAUNCH_LOOP_BURST_US": str(burst_us)}
+            row += (f", found light while idle {LIGHT_IDLE_FIRST_US / 1e6:g} s, then "
+                    f"{burst_us / 1e6:g} s of requests back to back")
+        s, b = pair(tmp, ll, gpu, f"l2-{name}", (grid, svc), (200, busy),
+                    a_seconds=4.0 - LIGHT_IDLE_FIRST_US / 1e6 if burst_us else 4.0, shim=shim)
+        cells[f"{row}: service / loop, % of alone (the service's busy share alone)"] = (
             f"{100 * s['share'] / alone['share']:.1f} / {100 * b['share'] / loop_alone:.1f} "
             f"({100 * alone['share']:.1f} %)")
     return cells
@@ -505,8 +519,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=",".join(sections),
                     help=f"comma list of: {', '.join(sections)}")
     ap.add_argument("--baseline", type=Path, default=None,
-                    help="another libvgpu.so to run the cold, newcomer, shares and alonecost rows "
-                    "with, side by side")
+                    help="another libvgpu.so to run the cold, newcomer, light, shares and "
+                    "alonecost rows with, side by side")
     ap.add_argument("--timeslices", default=None, metavar="US,...",
                     help="run priority and newcomer on a simulated GPU of each time slice "
                     "(µs; 0: kernels in launch order), side by side (default: the sim's own)")
@@ -551,18 +565,19 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(d)
         ll = build(tmp, REPO / "tests/compute/progs/launch_loop.c")
         prio: list[str] = []
+        libs: list[tuple[str, Path | None]] = [("", None)] + (
+            [(f", `{args.baseline}`", args.baseline)] if args.baseline else [])
         if "priority" in only:
             prio += side_by_side("priority (gpucores 30 each, `default`)", [
                 (g.name, priority(tmp, ll, g)) for g in gpus])
         if "newcomer" in only:
-            libs = [("", None)] + ([(f", `{args.baseline}`", args.baseline)]
-                                    if args.baseline else [])
             prio += [""] * bool(prio) + side_by_side("newcomer (30 % beside a 70 % one)", [
                 (g.name + label, newcomer(tmp, ll, g, lib)) for g in gpus for label, lib in libs])
         if "light" in only:
             prio += [""] * bool(prio) + side_by_side(
                 "request service (30) beside a loop (70), `default`", [
-                    (g.name, light(tmp, ll, g)) for g in gpus])
+                    (g.name + label, light(tmp, ll, g, lib)) for g in gpus
+                    for label, lib in libs])
         if "shares" in only:
             prio += [""] * bool(prio) + shares(tmp, ll, args.baseline)
         if "alonecost" in only:
