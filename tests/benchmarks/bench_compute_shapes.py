@@ -393,7 +393,7 @@ def probe(args: argparse.Namespace) -> int:
 # ---- driver -----------------------------------------------------------------------------------
 
 
-LIGHT_VERDICTS_KEPT = 12  # a phase's light verdicts (the shim's log) kept in its record
+LIGHT_VERDICTS_KEPT = 12  # the run's first light verdicts (the shim's log), in each phase's record
 
 
 class Runner:
@@ -449,7 +449,7 @@ class Runner:
         per process."""
         per = []
         light = 0  # times the shim logged the container found light (LIBCUDA_LOG_LEVEL=3)
-        verdicts: list[str] = []  # the shim's light verdicts as it logged them, in order
+        verdicts: list[str] = []  # the shim's light verdicts over the run, in order
         for p in procs:
             p.wait(timeout=300)
             p.out_file.seek(0)
@@ -1461,13 +1461,11 @@ def main(argv: list[str] | None = None) -> int:
     if only - set(SECTIONS):
         ap.error(f"--only: unknown {sorted(only - set(SECTIONS))} (valid: {', '.join(SECTIONS)})")
     try:
-        if any(int(x) < 0 for x in f"{args.shapes},{args.pairs}".split(",") if x):
+        if any(int(x) < 0 for x in f"{args.shapes},{args.pairs},{args.services}".split(",") if x):
             raise ValueError("negative index")
         idx = [int(x) for x in args.shapes.split(",") if x] or list(range(len(SHAPES)))
         shapes = tuple(SHAPES[i] for i in idx)
         pairs = tuple(WEIGHT_PAIRS[int(x)] for x in args.pairs.split(",") if x) or WEIGHT_PAIRS
-        if any(int(x) < 0 for x in args.services.split(",") if x):
-            raise ValueError("negative index")
         services = tuple(LIGHT_SERVICES[int(x)] for x in args.services.split(",") if x) \
             or LIGHT_SERVICES
     except (ValueError, IndexError):
