@@ -97,6 +97,25 @@ static uint64_t cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The microseconds in environment variable `name` (0 when unset) into *us: 0, or -1 after saying
+ * what is wrong (valid: 0 to 3600000000; `what` says what they are). */
+static int env_us(const char *name, const char *what, unsigned long long *us)
+{
+    const char *v = getenv(name);
+    char *end = NULL;
+
+    *us = 0;
+    if (v == NULL)
+        return 0;
+    *us = strtoull(v, &end, 10);
+    if (*v < '0' || *v > '9' || *end != '\0' || *us > 3600000000ull) {
+        fprintf(stderr, "launch_loop: %s=%s: give the microseconds %s, 0 to 3600000000\n", name,
+                v, what);
+        return -1;
+    }
+    return 0;
+}
+
 static int by_value(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -148,8 +167,10 @@ int main(int argc, char **argv)
     const char *idle_s = getenv("LAUNCH_LOOP_IDLE_US");
     uint64_t idle_ns = idle_s ? 1000u * strtoull(idle_s, NULL, 10) : 0;
     /* a burst: the first BURST_US of the loop run without the idle (requests back to back) */
-    const char *burst_s = getenv("LAUNCH_LOOP_BURST_US");
-    uint64_t burst_ns = burst_s ? 1000u * strtoull(burst_s, NULL, 10) : 0;
+    unsigned long long burst_us;
+    if (env_us("LAUNCH_LOOP_BURST_US", "of requests back to back at the loop's start",
+               &burst_us) != 0)
+        return 2;
     const char *request_s = getenv("LAUNCH_LOOP_REQUEST");
     unsigned long long request_k = 1, step_us = 0, syncs = 0;
     if (request_s != NULL && (sscanf(request_s, "%llu,%llu", &request_k, &step_us) != 2 ||
@@ -159,17 +180,9 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *delay_s = getenv("LAUNCH_LOOP_DELAY_US");
-    unsigned long long delay_us = 0;
-    char *delay_end = NULL;
-    if (delay_s != NULL) {
-        delay_us = strtoull(delay_s, &delay_end, 10);
-        if (*delay_s < '0' || *delay_s > '9' || *delay_end != '\0' ||
-            delay_us > 3600000000ull) {
-            fprintf(stderr, "launch_loop: LAUNCH_LOOP_DELAY_US=%s: give the microseconds to "
-                    "idle before the loop, 0 to 3600000000\n", delay_s);
-            return 2;
-        }
-    }
+    unsigned long long delay_us;
+    if (env_us("LAUNCH_LOOP_DELAY_US", "to idle before the loop", &delay_us) != 0)
+        return 2;
     int want_cpu = getenv("LAUNCH_LOOP_CPU") != NULL;
     int want_latency = getenv("LAUNCH_LOOP_LATENCY") != NULL;
     CUevent ev0 = NULL, ev1 = NULL;
@@ -351,7 +364,7 @@ int main(int argc, char **argv)
                 uint64_t until = now_ns() + 1000u * step_us;
                 while (now_ns() < until)
                     ;
-            } else if (idle_ns != 0 && now_ns() >= t0 + burst_ns) {
+            } else if (idle_ns != 0 && now_ns() >= t0 + 1000u * burst_us) {
                 sleep_ns(idle_ns);
             }
         }
