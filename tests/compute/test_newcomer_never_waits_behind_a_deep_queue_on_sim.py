@@ -79,15 +79,16 @@ def test_a_newcomer_gets_its_share_beside_a_loop_that_never_synchronised(
 def test_a_newcomer_that_idled_first_is_light_no_more_once_its_loop_runs(loop, make_sim_gpu,
                                                                          tmp_path) -> None:
     """A container that loaded its model and waited for work is found light while it idles (it
-    uses nothing of its share).  Once its loop of 10-ms kernels starts flat out, its own pace
-    holds it back most of the time, and it is light no more once its kernels' fourth sample
-    tells they are long, ~0.2 s (limiter.h, LIM_LIGHT_WAIT_LEAVE_PCT).  Without that rule it
-    stayed light 280-360 ms here (0.3-0.9 s on an H100): its neighbour, out of the turns, ran
-    work between its claims, and the time its kernels spent sliced with that work read as idle
-    (H100, 12-ms matmuls: light until 0.3 s in five runs, 0.3-0.9 s before).  Here its claim,
-    running on, holds it back first, ~10 ms in (LIM_LIGHT_RUN_MAX_NS).  Judged by the medians of
-    a few runs: where its windows fall in its first second moves that second's share by a few
-    points (0.26-0.32 of the GPU over ten runs; 0.229 in one CI run on a loaded machine)."""
+    uses nothing of its share).  Once its loop of 10-ms kernels starts flat out it must be light
+    no more within 0.25 s, in every run: light, it stayed so 280-360 ms here (0.3-0.9 s on an
+    H100), its neighbour, out of the turns, ran work between its claims, and the time its
+    kernels spent sliced with that work read as idle.  Two rules end it (limiter.h): its own pace
+    holding it back half the time once its kernels' fourth sample tells they are long, ~0.2 s
+    (LIM_LIGHT_WAIT_LEAVE_PCT; H100, 12-ms matmuls: light until 0.3 s in five runs), and, first
+    here, ~10 ms in, its claim running on (LIM_LIGHT_RUN_MAX_NS), so this scenario no longer
+    shows the first rule on its own (its unit tests, lim_held_back, do).  Its first second is
+    judged by the median of a few runs: where its windows fall moves that second's share by a
+    few points (0.26-0.32 of the GPU over ten runs; 0.229 in one CI run on a loaded machine)."""
     from libvgpu.region import Region, RegionError
 
     def one(i: int) -> dict[str, float]:
@@ -116,6 +117,5 @@ def test_a_newcomer_that_idled_first_is_light_no_more_once_its_loop_runs(loop, m
                 "first_share": float(got["first_share"])}
 
     runs = judged_runs(loop, one)
-    m = medians(runs)
-    assert m["leave_s"] <= 0.25, each_run(runs)
-    assert m["first_share"] >= 0.255, each_run(runs)
+    assert max(r["leave_s"] for r in runs) <= 0.25, each_run(runs)  # every run, as before
+    assert medians(runs)["first_share"] >= 0.255, each_run(runs)
