@@ -358,7 +358,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
         /* the longest recent kernel sets the turn period class (limiter.h) */
         struct lim_longest l = lim_longest_next(
             (struct lim_longest){LD(&c->longest), LD(&c->longest_key), LD(&c->longest_light)},
-            key, charge, known >= (int)YOUNG_SAMPLES, LD(&c->light));
+            key, charge, (uint32_t)known, LD(&c->light));
         ST(&c->longest, l.ns);
         ST(&c->longest_key, l.key);
         ST(&c->longest_light, l.light);

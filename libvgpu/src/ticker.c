@@ -466,6 +466,16 @@ void vgpu_tick(uint64_t now)
             if (islong && LD(long_until) < now + period / 2u)
                 ST(long_until, now + period);
             split_window(c, now, in_turns && (islong || LD(long_until) > now), islong, period);
+            if (turn != LD(&c->turn)) { /* which period its kernels set, for a debug log */
+                struct lim_turn t = vgpu_turn_unpack(turn);
+                if (t.len_ns == 0)
+                    vgpu_log(VGPU_LOG_DEBUG, "compute: device %d: no turns", d);
+                else
+                    vgpu_log(VGPU_LOG_DEBUG, "compute: device %d: turns: window %u ms at %u ms "
+                             "of %u ms (longest kernel %llu us)", d, t.len_ns / 1000000u,
+                             t.off_ns / 1000000u, t.period_ns / 1000000u,
+                             (unsigned long long)(LD(&c->longest) / 1000u));
+            }
             ST(&c->turn, turn);
         }
         if (LD(&c->turn))
