@@ -136,7 +136,8 @@ def test_the_longest_kernel_rises_only_with_a_settled_signature(limiter_driver) 
 def test_a_light_container_s_sliced_kernels_do_not_hold_its_period(limiter_driver) -> None:
     # light, its 12-ms kernels read 25 ms (sliced with the neighbour's work between its claims);
     # back in the turns, their first clean estimate brings the class back (640 -> 160 ms at 30 %)
-    got = longest_after(limiter_driver, (0, 0, 0), (5, 25 * MS, SETTLED, 1), (5, 12 * MS, SETTLED, 0))
+    got = longest_after(limiter_driver, (0, 0, 0), (5, 25 * MS, SETTLED, 1),
+                        (5, 12 * MS, SETTLED, 0))
     assert got == [25 * MS, 12 * MS]
     assert [int(limiter_driver.run("turnclass", g, 30)) for g in got] == [4, 2]
     # another signature's shorter kernels only let it decay
@@ -146,7 +147,8 @@ def test_a_light_container_s_sliced_kernels_do_not_hold_its_period(limiter_drive
 def test_a_fall_in_the_turns_only_decays(limiter_driver) -> None:
     # set in the turns, a lower estimate of the same kernels keeps the period (siblings' kernels
     # sliced at their parts' edges are the GPU's own; a period that follows them moves windows)
-    got = longest_after(limiter_driver, (0, 0, 0), (5, 25 * MS, SETTLED, 0), (5, 12 * MS, SETTLED, 0))
+    got = longest_after(limiter_driver, (0, 0, 0), (5, 25 * MS, SETTLED, 0),
+                        (5, 12 * MS, SETTLED, 0))
     assert got == [25 * MS, decayed(25 * MS)]
 
 
