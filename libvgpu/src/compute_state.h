@@ -87,6 +87,9 @@ struct vgpu_cdev {
     uint64_t longest; /* charged cost of the longest recent launch, decaying (atomic) */
     uint64_t longest_key; /* ... the launch signature that set it (atomic) */
     uint32_t longest_light; /* ... while the container was light (lim_longest; atomic) */
+    uint64_t period_longest; /* the same, settled by LIM_PERIOD_SAMPLES: the turn class (atomic) */
+    uint64_t period_longest_key;   /* ... (atomic) */
+    uint32_t period_longest_light; /* ... (atomic) */
     uint32_t scale_ppm; /* correction of charged costs: the busy feedback (atomic) */
     uint32_t ref_mhz;   /* f_sat: measured, else estimated from power, 0 none (atomic) */
     uint64_t clocks[VGPU_CS_CLOCKS]; /* clock-thread readings: ms << 16 | lim_clock_tag (atomic) */

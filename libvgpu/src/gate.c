@@ -355,13 +355,20 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
         uint64_t charge = lim_scale_cost(est, LD(&c->scale_ppm));
         uint64_t turn = LD(&c->turn);
         int turns = turn != 0;
-        /* the longest recent kernel sets the turn period class (limiter.h) */
+        /* the longest recent kernel, and the one that sets the turn period class (limiter.h) */
         struct lim_longest l = lim_longest_next(
             (struct lim_longest){LD(&c->longest), LD(&c->longest_key), LD(&c->longest_light)},
-            key, charge, (uint32_t)known, LD(&c->light));
+            key, charge, known >= (int)YOUNG_SAMPLES, LD(&c->light));
         ST(&c->longest, l.ns);
         ST(&c->longest_key, l.key);
         ST(&c->longest_light, l.light);
+        l = lim_longest_next((struct lim_longest){LD(&c->period_longest),
+                                                  LD(&c->period_longest_key),
+                                                  LD(&c->period_longest_light)},
+                             key, charge, known >= (int)LIM_PERIOD_SAMPLES, LD(&c->light));
+        ST(&c->period_longest, l.ns);
+        ST(&c->period_longest_key, l.key);
+        ST(&c->period_longest_light, l.light);
         if (turns) {
             /* Taking turns: the window holds the share; the pacer, with a period of credit,
              * only keeps the long-run share of kernels longer than the window. */

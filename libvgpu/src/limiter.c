@@ -79,14 +79,13 @@ uint32_t lim_turn_class(uint64_t longest_ns, uint32_t limit_pct)
     return k;
 }
 
-_Static_assert(LIM_LONGEST_SAMPLES <= LIM_COST_SAMPLES, "lim_longest_next: an estimate has at most "
-                                                     "LIM_COST_SAMPLES samples");
+_Static_assert(LIM_PERIOD_SAMPLES <= LIM_COST_SAMPLES, "an estimate has at most LIM_COST_SAMPLES "
+                                                    "samples");
 
 struct lim_longest lim_longest_next(struct lim_longest l, uint64_t key, uint64_t charge_ns,
-                                    uint32_t samples, uint32_t light)
+                                    int settled, uint32_t light)
 {
-    if (samples >= LIM_LONGEST_SAMPLES &&
-        (charge_ns > l.ns || (l.light && key == l.key && charge_ns < l.ns)))
+    if (settled && (charge_ns > l.ns || (l.light && key == l.key && charge_ns < l.ns)))
         return (struct lim_longest){charge_ns, key, light};
     l.ns -= l.ns / LIM_LONGEST_DECAY;
     return l;

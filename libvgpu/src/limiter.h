@@ -77,17 +77,11 @@ uint64_t lim_pacer_book_bursty(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns,
  * take the largest class asked. */
 uint32_t lim_turn_class(uint64_t longest_ns, uint32_t limit_pct);
 
-/* The longest recent kernel, which sets the class: the charge of the longest launch lately,
- * decaying by 1/LIM_LONGEST_DECAY a launch.  A signature raises it only once its estimate (the
- * smallest of its samples) has LIM_LONGEST_SAMPLES of them (`samples`).  Its first sample may
- * hold the module's loading (a longer period for seconds: 500-us kernels of two paced containers
- * lost their disjoint windows for ~2 s on the sim after one such sample).  And in the turns a
- * window's first kernel shares the GPU with the tail its predecessor left (up to half a kernel,
- * lim_turn_wait), the second often with some of it, so the first four samples of a newcomer
- * that was light while it idled were all stretched: its 10-ms kernels read 12.4-14 ms on the
- * sim, which at 30 % asks for a 320-ms period where 10 ms asks for 160, and the decay held it for
- * a second (its first second 0.22-0.26 of the GPU in 3 runs of 18; with 8 samples, 0.26-0.31 in
- * 16).  Eight span two of its windows' later kernels.  One set while the
+/* The longest recent kernel: the charge of the longest launch lately, decaying by
+ * 1/LIM_LONGEST_DECAY a launch.  A young signature (`settled` 0: fewer samples than its first
+ * launches are measured on) does not raise it: its first sample may hold the module's loading (a
+ * longer period for seconds: 500-us kernels of two paced containers lost their disjoint windows
+ * for ~2 s on the sim after one such sample).  One set while the
  * container was light (`light`: out of the turns, its kernels sliced with the work its
  * neighbours run between its claims) is followed down by the signature that set it: a light
  * newcomer's 12-ms kernels read 20-30 ms on the H100, and when it took turns the decay held a
@@ -95,16 +89,26 @@ uint32_t lim_turn_class(uint64_t longest_ns, uint32_t limit_pct);
  * fall only decays: samples sliced in the turns are the GPU's own (a container's processes
  * time-slice at their parts' edges), and a period that followed every estimate down moved
  * every member's windows as the samples varied (sim, two processes of 12-ms kernels
- * synchronised each: their 70 got 0.60-0.61 of the GPU where it gets 0.65). */
-#define LIM_LONGEST_DECAY   1024u
-#define LIM_LONGEST_SAMPLES 8u
+ * synchronised each: their 70 got 0.60-0.61 of the GPU where it gets 0.65).
+ * A process keeps two: the one that sets the class (`period_longest`) is settled only by a
+ * signature with LIM_PERIOD_SAMPLES samples, since a class moves every member's windows; the
+ * other (`longest`: the light rules, the split of a window, the busy feedback's window) by one
+ * with the first launches' samples.  In the turns a window's first kernel shares the GPU with the
+ * tail its predecessor left (up to half a kernel, lim_turn_wait), the second often with some of
+ * it, so the first four samples of a newcomer that was light while it idled were all stretched:
+ * its 10-ms kernels read 12.4-14 ms on the sim, which at 30 % asks for a 320-ms period where
+ * 10 ms asks for 160, and the decay held it about a second (its first second 0.22-0.26 of the
+ * GPU in 3 runs of 18; with 8 samples 0.26-0.32 in 28).  Eight span later kernels of two of its
+ * windows. */
+#define LIM_LONGEST_DECAY  1024u
+#define LIM_PERIOD_SAMPLES 8u
 struct lim_longest {
     uint64_t ns;    /* 0: none yet */
     uint64_t key;   /* the launch signature that set it */
     uint32_t light; /* set while the container was light: it may fall */
 };
 struct lim_longest lim_longest_next(struct lim_longest l, uint64_t key, uint64_t charge_ns,
-                                    uint32_t samples, uint32_t light);
+                                    int settled, uint32_t light);
 
 struct lim_turn_member {
     uint64_t id;           /* container id, nonzero */

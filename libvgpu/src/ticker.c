@@ -32,7 +32,7 @@ static uint32_t turn_class(const struct vgpu_cdev *c, uint32_t limit)
     uint32_t split = LD(&c->split);
     if (split > 1u)
         limit = limit / split > 0u ? limit / split : 1u;
-    return lim_turn_class(LD(&c->longest), limit);
+    return lim_turn_class(LD(&c->period_longest), limit);
 }
 
 /* The container's processes in turns on `c`'s device that split its window (lim_split_wait):
@@ -474,7 +474,7 @@ void vgpu_tick(uint64_t now)
                     vgpu_log(VGPU_LOG_DEBUG, "compute: device %d: turns: window %u ms at %u ms "
                              "of %u ms (longest kernel %llu us)", d, t.len_ns / 1000000u,
                              t.off_ns / 1000000u, t.period_ns / 1000000u,
-                             (unsigned long long)(LD(&c->longest) / 1000u));
+                             (unsigned long long)(LD(&c->period_longest) / 1000u));
             }
             ST(&c->turn, turn);
         }

@@ -49,7 +49,7 @@
  *                                          (prints lim_split_wait; IDLE the idle parts' bits)
  *   limiter_driver splitbusy HORIZON_NS LONGEST_NS GAP_NS   (prints lim_split_busy_until)
  *   limiter_driver turnclass LONGEST_NS LIMIT   (prints lim_turn_class)
- *   limiter_driver longest NS KEY LIGHT  KEY CHARGE_NS SAMPLES LIGHT [...]
+ *   limiter_driver longest NS KEY LIGHT  KEY CHARGE_NS SETTLED LIGHT [...]
  *       (from {NS, KEY, LIGHT}, prints lim_longest_next's ns after each launch of KEY ...)
  *   limiter_driver lowqueue QUEUED_NS COST_NS BOUND_NS   (prints lim_low_queue_wait)
  *   limiter_driver settle TAT_NS CHARGED_NS COST_NS LIMIT   (prints tat after lim_pacer_settle)
@@ -415,7 +415,7 @@ int main(int argc, char **argv)
         struct lim_longest l = {arg_u64(argv[2]), arg_u64(argv[3]), (uint32_t)arg_u64(argv[4])};
         for (int i = 5; i + 3 < argc; i += 4) {
             l = lim_longest_next(l, arg_u64(argv[i]), arg_u64(argv[i + 1]),
-                                 (uint32_t)arg_u64(argv[i + 2]), (uint32_t)arg_u64(argv[i + 3]));
+                                 (int)arg_u64(argv[i + 2]), (uint32_t)arg_u64(argv[i + 3]));
             printf("%llu\n", (unsigned long long)l.ns);
         }
         return 0;

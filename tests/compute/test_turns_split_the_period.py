@@ -108,13 +108,10 @@ def test_long_kernels_ask_for_a_longer_period(limiter_driver, longest_ms, limit,
     assert int(limiter_driver.run("turnclass", int(longest_ms * MS), limit)) == cls
 
 
-SETTLED = 8  # samples an estimate needs to raise the longest kernel (LIM_LONGEST_SAMPLES)
-
-
 def longest_after(driver, start: tuple[int, int, int], *launches: tuple[int, int, int, int]
                   ) -> list[int]:
-    """The longest recent kernel after each launch (key, charge, its estimate's samples, light),
-    from (ns, key, light)."""
+    """The longest recent kernel after each launch (key, charge, settled, light), from (ns, key,
+    light)."""
     args = [a for launch in launches for a in launch]
     return [int(x) for x in driver.run("longest", *start, *args).split()]
 
@@ -124,31 +121,25 @@ def decayed(ns: int) -> int:
 
 
 def test_the_longest_kernel_rises_only_with_a_settled_signature(limiter_driver) -> None:
-    # an estimate of fewer than 8 samples (its module's loading, kernels stretched by the tail
-    # of the window before) does not raise it; settled, it does
-    for young in (0, 1, 4, SETTLED - 1):
-        assert longest_after(limiter_driver, (12 * MS, 1, 0),
-                             (2, 30 * MS, young, 0)) == [decayed(12 * MS)], young
-    assert longest_after(limiter_driver, (12 * MS, 1, 0), (2, 30 * MS, SETTLED, 0)) == [30 * MS]
-    assert longest_after(limiter_driver, (12 * MS, 1, 0), (2, 30 * MS, 16, 0)) == [30 * MS]
+    # a young signature's 30 ms (its module's loading, say) does not raise it; settled, it does
+    assert longest_after(limiter_driver, (12 * MS, 1, 0), (2, 30 * MS, 0, 0)) == [decayed(12 * MS)]
+    assert longest_after(limiter_driver, (12 * MS, 1, 0), (2, 30 * MS, 1, 0)) == [30 * MS]
 
 
 def test_a_light_container_s_sliced_kernels_do_not_hold_its_period(limiter_driver) -> None:
     # light, its 12-ms kernels read 25 ms (sliced with the neighbour's work between its claims);
     # back in the turns, their first clean estimate brings the class back (640 -> 160 ms at 30 %)
-    got = longest_after(limiter_driver, (0, 0, 0), (5, 25 * MS, SETTLED, 1),
-                        (5, 12 * MS, SETTLED, 0))
+    got = longest_after(limiter_driver, (0, 0, 0), (5, 25 * MS, 1, 1), (5, 12 * MS, 1, 0))
     assert got == [25 * MS, 12 * MS]
     assert [int(limiter_driver.run("turnclass", g, 30)) for g in got] == [4, 2]
     # another signature's shorter kernels only let it decay
-    assert longest_after(limiter_driver, (25 * MS, 5, 1), (6, MS, SETTLED, 0)) == [decayed(25 * MS)]
+    assert longest_after(limiter_driver, (25 * MS, 5, 1), (6, MS, 1, 0)) == [decayed(25 * MS)]
 
 
 def test_a_fall_in_the_turns_only_decays(limiter_driver) -> None:
     # set in the turns, a lower estimate of the same kernels keeps the period (siblings' kernels
     # sliced at their parts' edges are the GPU's own; a period that follows them moves windows)
-    got = longest_after(limiter_driver, (0, 0, 0), (5, 25 * MS, SETTLED, 0),
-                        (5, 12 * MS, SETTLED, 0))
+    got = longest_after(limiter_driver, (0, 0, 0), (5, 25 * MS, 1, 0), (5, 12 * MS, 1, 0))
     assert got == [25 * MS, decayed(25 * MS)]
 
 
