@@ -98,7 +98,7 @@ uint32_t lim_turn_class(uint64_t longest_ns, uint32_t limit_pct);
  * it, so the first four samples of a newcomer that was light while it idled were all stretched:
  * its 10-ms kernels read 12.4-14 ms on the sim, which at 30 % asks for a 320-ms period where
  * 10 ms asks for 160, and the decay held it about a second (its first second 0.22-0.26 of the
- * GPU in 3 runs of 18; with 8 samples 0.26-0.32 in 28).  Eight span later kernels of two of its
+ * GPU in 3 runs of 18; with 8 samples 0.260-0.279 in 12).  Eight span later kernels of two of its
  * windows. */
 #define LIM_LONGEST_DECAY  1024u
 #define LIM_PERIOD_SAMPLES 8u
