@@ -76,6 +76,7 @@ struct vgpu_cdev {
     uint64_t use_charged, use_waited, use_at; /* its charged_ns, waited_ns at use_at, 0: anew */
     uint64_t use_since; /* when the averages started, 0 not yet */
     uint64_t light_at;  /* when it was last found light (ticker only) */
+    uint64_t light_left; /* when it last stopped being light, 0 never (atomic) */
     uint64_t run_backoff; /* its last hold for a claim that ran on: lim_run_backoff (ticker) */
     uint64_t wait_mark; /* a wait in the gate in progress: counted in waited_ns up to here, 0
                          * none (atomic; one waiting thread at a time keeps it: gate.c) */
@@ -87,7 +88,7 @@ struct vgpu_cdev {
     uint64_t longest; /* charged cost of the longest recent launch, decaying (atomic) */
     uint64_t longest_key; /* ... the launch signature that set it (atomic) */
     uint32_t longest_light; /* ... while the container was light (lim_longest; atomic) */
-    uint64_t period_longest; /* the same, settled by LIM_PERIOD_SAMPLES: the turn class (atomic) */
+    uint64_t period_longest; /* the same, settled by lim_period_samples: the turn class (atomic) */
     uint64_t period_longest_key;   /* ... (atomic) */
     uint32_t period_longest_light; /* ... (atomic) */
     uint32_t scale_ppm; /* correction of charged costs: the busy feedback (atomic) */

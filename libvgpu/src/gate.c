@@ -365,7 +365,10 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
         l = lim_longest_next((struct lim_longest){LD(&c->period_longest),
                                                   LD(&c->period_longest_key),
                                                   LD(&c->period_longest_light)},
-                             key, charge, known >= (int)LIM_PERIOD_SAMPLES, LD(&c->light));
+                             key, charge,
+                             known >= (int)lim_period_samples(LD(&c->light), LD(&c->light_left),
+                                                              now, YOUNG_SAMPLES),
+                             LD(&c->light));
         ST(&c->period_longest, l.ns);
         ST(&c->period_longest_key, l.key);
         ST(&c->period_longest_light, l.light);

@@ -91,6 +91,13 @@ struct lim_longest lim_longest_next(struct lim_longest l, uint64_t key, uint64_t
     return l;
 }
 
+uint32_t lim_period_samples(uint32_t light, uint64_t light_left_ns, uint64_t now_ns,
+                            uint32_t young)
+{
+    int lately = light || (light_left_ns != 0 && now_ns - light_left_ns < LIM_PERIOD_LIGHT_NS);
+    return lately && young < LIM_PERIOD_SAMPLES ? LIM_PERIOD_SAMPLES : young;
+}
+
 void lim_turn_merge(struct lim_turn_member *set, uint32_t *n, uint32_t max,
                     struct lim_turn_member m)
 {

@@ -90,18 +90,23 @@ uint32_t lim_turn_class(uint64_t longest_ns, uint32_t limit_pct);
  * time-slice at their parts' edges), and a period that followed every estimate down moved
  * every member's windows as the samples varied (sim, two processes of 12-ms kernels
  * synchronised each: their 70 got 0.60-0.61 of the GPU where it gets 0.65).
- * A process keeps two: the one that sets the class (`period_longest`) is settled only by a
- * signature with LIM_PERIOD_SAMPLES samples, since a class moves every member's windows; the
- * other (`longest`: the light rules, the split of a window, the busy feedback's window) by one
- * with the first launches' samples.  In the turns a window's first kernel shares the GPU with the
- * tail its predecessor left (up to half a kernel, lim_turn_wait), the second often with some of
- * it, so the first four samples of a newcomer that was light while it idled were all stretched:
- * its 10-ms kernels read 12.4-14 ms on the sim, which at 30 % asks for a 320-ms period where
- * 10 ms asks for 160, and the decay held it about a second (its first second 0.22-0.26 of the
- * GPU in 3 runs of 18; with 8 samples 0.260-0.279 in 12).  Eight span later kernels of two of its
- * windows. */
+ * A process keeps two: the one that sets the class (`period_longest`), and the one the light
+ * rules, the split of a window and the busy feedback's window go by (`longest`).  Where the
+ * container was light lately (lim_period_samples), the first is settled only by a signature with
+ * LIM_PERIOD_SAMPLES samples: a class moves every member's windows, and such a container's first
+ * samples are stretched twice over.  Light, its kernels are sliced with its neighbours' work;
+ * back in the turns, a window's first kernel shares the GPU with the tail its predecessor left
+ * (up to half a kernel, lim_turn_wait), the second often with some of it.  A newcomer that was
+ * light while it idled took all of its first four so: its 10-ms kernels read 12.4-14 ms on the
+ * sim, which at 30 % asks for a 320-ms period where 10 ms asks for 160, and the decay held it
+ * about a second (its first second 0.22-0.26 of the GPU in 3 runs of 18; waiting for 8 samples,
+ * 0.260-0.279 in 12).  Eight span later kernels of two of its windows.  Elsewhere it waits for
+ * no more than `longest` does: for all, 8 cost a 70 of two processes of 12-ms kernels beside a
+ * 30 (sim, 2-ms slices costing 0.4 ms a switch) 0.03 of the GPU (0.600-0.657 for 0.623-0.664),
+ * its samples by the eighth sliced by its sibling's (24 ms) and its period 320-640 ms. */
 #define LIM_LONGEST_DECAY  1024u
 #define LIM_PERIOD_SAMPLES 8u
+#define LIM_PERIOD_LIGHT_NS 1000000000ull
 struct lim_longest {
     uint64_t ns;    /* 0: none yet */
     uint64_t key;   /* the launch signature that set it */
@@ -109,6 +114,11 @@ struct lim_longest {
 };
 struct lim_longest lim_longest_next(struct lim_longest l, uint64_t key, uint64_t charge_ns,
                                     int settled, uint32_t light);
+/* The samples a signature needs to raise the period's longest kernel: LIM_PERIOD_SAMPLES where
+ * the container is light (`light`) or stopped being light less than LIM_PERIOD_LIGHT_NS before
+ * `now_ns` (`light_left_ns`, 0 never), else `young` (those the other longest kernel needs). */
+uint32_t lim_period_samples(uint32_t light, uint64_t light_left_ns, uint64_t now_ns,
+                            uint32_t young);
 
 struct lim_turn_member {
     uint64_t id;           /* container id, nonzero */

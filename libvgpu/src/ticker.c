@@ -203,6 +203,8 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
             c->use_since = now + (c->run_backoff - LIM_LIGHT_SETTLE_NS);
         }
     }
+    if (!light && LD(&c->light))
+        ST(&c->light_left, now);
     ST(&c->light, light);
     return light;
 }

@@ -51,6 +51,7 @@
  *   limiter_driver turnclass LONGEST_NS LIMIT   (prints lim_turn_class)
  *   limiter_driver longest NS KEY LIGHT  KEY CHARGE_NS SETTLED LIGHT [...]
  *       (from {NS, KEY, LIGHT}, prints lim_longest_next's ns after each launch of KEY ...)
+ *   limiter_driver periodsamples LIGHT LIGHT_LEFT_NS NOW_NS YOUNG   (prints lim_period_samples)
  *   limiter_driver lowqueue QUEUED_NS COST_NS BOUND_NS   (prints lim_low_queue_wait)
  *   limiter_driver settle TAT_NS CHARGED_NS COST_NS LIMIT   (prints tat after lim_pacer_settle)
  */
@@ -418,6 +419,11 @@ int main(int argc, char **argv)
                                  (int)arg_u64(argv[i + 2]), (uint32_t)arg_u64(argv[i + 3]));
             printf("%llu\n", (unsigned long long)l.ns);
         }
+        return 0;
+    }
+    if (argc == 6 && strcmp(argv[1], "periodsamples") == 0) {
+        printf("%u\n", lim_period_samples((uint32_t)arg_u64(argv[2]), arg_u64(argv[3]),
+                                          arg_u64(argv[4]), (uint32_t)arg_u64(argv[5])));
         return 0;
     }
     if (argc == 4 && strcmp(argv[1], "turnclass") == 0) {

@@ -12,6 +12,7 @@ where it runs kernels in launch order.  With the bound it gets its share within 
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -90,7 +91,8 @@ def test_a_newcomer_that_idled_first_is_light_no_more_once_its_loop_runs(loop, m
     judged by the median of a few runs: where its windows fall moves that second's share by a
     few points (0.260-0.279 of the GPU in 12 runs).  Until its turn period waited for 8 samples
     (LIM_PERIOD_SAMPLES) its first four, stretched while light and at its windows' starts,
-    doubled the period for ~1 s in 3 runs of 18 (0.22-0.26), and CI read 0.229, then 0.247."""
+    doubled the period for ~1 s in 3 runs of 18 (0.22-0.26), and CI read 0.229, then 0.247; so
+    no run may take a period longer than its 10-ms kernels ask for at 30 % (160 ms)."""
     from libvgpu.region import Region, RegionError
 
     def one(i: int) -> dict[str, float]:
@@ -100,7 +102,7 @@ def test_a_newcomer_that_idled_first_is_light_no_more_once_its_loop_runs(loop, m
                         CUDA_DEVICE_MEMORY_SHARED_CACHE=str(regions["old"]), LAUNCH_LOOP_SYNC="0")
         new = run.start(gpu, "kernel", 10000, 2.0, CUDA_DEVICE_SM_LIMIT="30",
                         CUDA_DEVICE_MEMORY_SHARED_CACHE=str(regions["new"]), LAUNCH_LOOP_SYNC="1",
-                        LAUNCH_LOOP_DELAY_US="1500000")
+                        LAUNCH_LOOP_DELAY_US="1500000", LIBCUDA_LOG_LEVEL="4")
         seen = []  # (time, its gated launches, light), every ~5 ms while it runs
         while new.poll() is None:
             try:
@@ -115,9 +117,13 @@ def test_a_newcomer_that_idled_first_is_light_no_more_once_its_loop_runs(loop, m
         start = next(t for t, launches, _ in seen if launches >= 2)  # its loop's first launch
         assert any(light for t, _, light in seen if t < start), "not found light while it idled"
         leave = next((t for t, _, light in seen if t >= start and not light), None)
+        # the turn periods it took (its debug log): 10-ms kernels at 30 % ask for 160 ms
+        periods = [int(p) for p in re.findall(r"turns: window \d+ ms at \d+ ms of (\d+) ms",
+                                              str(got["stderr"]))]
         return {"leave_s": 99.0 if leave is None else leave - start,
-                "first_share": float(got["first_share"])}
+                "first_share": float(got["first_share"]), "longest_period_ms": max(periods)}
 
     runs = judged_runs(loop, one)
     assert max(r["leave_s"] for r in runs) <= 0.25, each_run(runs)  # every run, as before
+    assert max(r["longest_period_ms"] for r in runs) <= 160, each_run(runs)
     assert medians(runs)["first_share"] >= 0.255, each_run(runs)

@@ -8,6 +8,7 @@ import pytest
 
 PERIOD = 40_000_000
 MS = 1_000_000
+SECOND = 1000 * MS
 
 
 def window(driver, me: int, *members: str) -> tuple[int, int]:
@@ -141,6 +142,20 @@ def test_a_fall_in_the_turns_only_decays(limiter_driver) -> None:
     # sliced at their parts' edges are the GPU's own; a period that follows them moves windows)
     got = longest_after(limiter_driver, (0, 0, 0), (5, 25 * MS, 1, 0), (5, 12 * MS, 1, 0))
     assert got == [25 * MS, decayed(25 * MS)]
+
+
+def test_a_container_light_lately_waits_for_eight_samples_to_set_its_period(limiter_driver
+                                                                           ) -> None:
+    # its first samples are sliced with its neighbours' work, then with the tail of the window
+    # before its own: 10-ms kernels read 12.4-14 ms, which asks for twice the period
+    def need(light: int, left_ns: int, now_ns: int) -> int:
+        return int(limiter_driver.run("periodsamples", light, left_ns, now_ns, 4))
+
+    assert need(1, 0, 5 * SECOND) == 8  # light now
+    assert need(0, 5 * SECOND, 5 * SECOND + 10 * MS) == 8  # left light 10 ms ago
+    assert need(0, 5 * SECOND, 6 * SECOND - 1) == 8
+    assert need(0, 5 * SECOND, 6 * SECOND) == 4  # a second on: as any other longest kernel
+    assert need(0, 0, 5 * SECOND) == 4  # never light
 
 
 def test_the_largest_class_asked_sets_everyone_s_period(limiter_driver) -> None:
