@@ -100,7 +100,7 @@ uint32_t lim_turn_class(uint64_t longest_ns, uint32_t limit_pct);
  * light while it idled took all of its first four so: its 10-ms kernels read 12.4-14 ms on the
  * sim, which at 30 % asks for a 320-ms period where 10 ms asks for 160, and the decay held it
  * about a second (its first second 0.22-0.26 of the GPU in 3 runs of 18; waiting for 8 samples,
- * 0.260-0.279 in 12).  Eight span later kernels of two of its windows.  Elsewhere it waits for
+ * 0.267-0.298 in 12).  Eight span later kernels of two of its windows.  Elsewhere it waits for
  * no more than `longest` does: for all, 8 cost a 70 of two processes of 12-ms kernels beside a
  * 30 (sim, 2-ms slices costing 0.4 ms a switch) 0.03 of the GPU (0.600-0.657 for 0.623-0.664),
  * its samples by the eighth sliced by its sibling's (24 ms) and its period 320-640 ms. */

@@ -89,8 +89,8 @@ def test_a_newcomer_that_idled_first_is_light_no_more_once_its_loop_runs(loop, m
     here, ~10 ms in, its claim running on (LIM_LIGHT_RUN_MAX_NS), so this scenario no longer
     shows the first rule on its own (its unit tests, lim_held_back, do).  Its first second is
     judged by the median of a few runs: where its windows fall moves that second's share by a
-    few points (0.260-0.279 of the GPU in 12 runs).  Until its turn period waited for 8 samples
-    (LIM_PERIOD_SAMPLES) its first four, stretched while light and at its windows' starts,
+    few points (0.267-0.298 of the GPU in 12 runs).  Until its turn period waited for 8 samples
+    (lim_period_samples) its first four, stretched while light and at its windows' starts,
     doubled the period for ~1 s in 3 runs of 18 (0.22-0.26), and CI read 0.229, then 0.247; so
     no run may take a period longer than its 10-ms kernels ask for at 30 % (160 ms)."""
     from libvgpu.region import Region, RegionError
