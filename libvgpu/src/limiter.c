@@ -94,7 +94,8 @@ struct lim_longest lim_longest_next(struct lim_longest l, uint64_t key, uint64_t
 uint32_t lim_period_samples(uint32_t light, uint64_t light_left_ns, uint64_t now_ns,
                             uint32_t young)
 {
-    int lately = light || (light_left_ns != 0 && now_ns - light_left_ns < LIM_PERIOD_LIGHT_NS);
+    /* (the ticker may mark it after a launch read the clock: no difference taken) */
+    int lately = light || (light_left_ns != 0 && now_ns < light_left_ns + LIM_PERIOD_LIGHT_NS);
     return lately && young < LIM_PERIOD_SAMPLES ? LIM_PERIOD_SAMPLES : young;
 }
 

@@ -154,6 +154,7 @@ def test_a_container_light_lately_waits_for_eight_samples_to_set_its_period(limi
     assert need(1, 0, 5 * SECOND) == 8  # light now
     assert need(0, 5 * SECOND, 5 * SECOND + 10 * MS) == 8  # left light 10 ms ago
     assert need(0, 5 * SECOND, 6 * SECOND - 1) == 8
+    assert need(0, 5 * SECOND, 5 * SECOND - 10_000) == 8  # marked just after this launch's clock
     assert need(0, 5 * SECOND, 6 * SECOND) == 4  # a second on: as any other longest kernel
     assert need(0, 0, 5 * SECOND) == 4  # never light
 
