@@ -356,9 +356,10 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
         uint64_t turn = LD(&c->turn);
         int turns = turn != 0;
         /* the longest recent kernel, and the one that sets the turn period class (limiter.h) */
+        uint32_t light = LD(&c->light);
         struct lim_longest l = lim_longest_next(
             (struct lim_longest){LD(&c->longest), LD(&c->longest_key), LD(&c->longest_light)},
-            key, charge, known >= (int)YOUNG_SAMPLES, LD(&c->light));
+            key, charge, known >= (int)YOUNG_SAMPLES, light);
         ST(&c->longest, l.ns);
         ST(&c->longest_key, l.key);
         ST(&c->longest_light, l.light);
@@ -366,9 +367,9 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
                                                   LD(&c->period_longest_key),
                                                   LD(&c->period_longest_light)},
                              key, charge,
-                             known >= (int)lim_period_samples(LD(&c->light), LD(&c->light_left),
-                                                              now, YOUNG_SAMPLES),
-                             LD(&c->light));
+                             known >= (int)lim_period_samples(light, LD(&c->light_left), now,
+                                                              YOUNG_SAMPLES),
+                             light);
         ST(&c->period_longest, l.ns);
         ST(&c->period_longest_key, l.key);
         ST(&c->period_longest_light, l.light);

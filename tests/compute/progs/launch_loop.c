@@ -97,8 +97,9 @@ static uint64_t cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The microseconds in environment variable `name` (0 when unset) into *us: 0, or -1 after saying
- * what is wrong (valid: 0 to 3600000000; `what` says what they are). */
+/* The microseconds in environment variable `name` (0 when unset) into *us: 1 when it is set, 0
+ * when not, or -1 after saying what is wrong (valid: 0 to 3600000000; `what` says what they
+ * are). */
 static int env_us(const char *name, const char *what, unsigned long long *us)
 {
     const char *v = getenv(name);
@@ -113,7 +114,7 @@ static int env_us(const char *name, const char *what, unsigned long long *us)
                 v, what);
         return -1;
     }
-    return 0;
+    return 1;
 }
 
 static int by_value(const void *a, const void *b)
@@ -169,7 +170,7 @@ int main(int argc, char **argv)
     /* a burst: the first BURST_US of the loop run without the idle (requests back to back) */
     unsigned long long burst_us;
     if (env_us("LAUNCH_LOOP_BURST_US", "of requests back to back at the loop's start",
-               &burst_us) != 0)
+               &burst_us) < 0)
         return 2;
     const char *request_s = getenv("LAUNCH_LOOP_REQUEST");
     unsigned long long request_k = 1, step_us = 0, syncs = 0;
@@ -179,9 +180,9 @@ int main(int argc, char **argv)
                 "a request, C microseconds of CPU between them)\n", request_s);
         return 2;
     }
-    const char *delay_s = getenv("LAUNCH_LOOP_DELAY_US");
     unsigned long long delay_us;
-    if (env_us("LAUNCH_LOOP_DELAY_US", "to idle before the loop", &delay_us) != 0)
+    int delay = env_us("LAUNCH_LOOP_DELAY_US", "to idle before the loop", &delay_us);
+    if (delay < 0)
         return 2;
     int want_cpu = getenv("LAUNCH_LOOP_CPU") != NULL;
     int want_latency = getenv("LAUNCH_LOOP_LATENCY") != NULL;
@@ -289,7 +290,7 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    if (delay_s != NULL) {
+    if (delay) {
         /* one kernel launched and synchronised (a model loaded), then the process idles before
          * its loop (a container that started and waits for work, present on the GPU) */
         LOAD(cuLaunchKernel);
