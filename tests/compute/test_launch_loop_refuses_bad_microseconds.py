@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 
-@pytest.mark.parametrize("name", ["LAUNCH_LOOP_DELAY_US", "LAUNCH_LOOP_BURST_US"])
+@pytest.mark.parametrize("name", ["LAUNCH_LOOP_DELAY_US", "LAUNCH_LOOP_BURST_US",
+                                  "LAUNCH_LOOP_GAP_US", "LAUNCH_LOOP_IDLE_US"])
 @pytest.mark.parametrize("value", ["abc", "-1", "12ms", "", "3600000001"])
 def test_a_bad_microsecond_setting_is_named_and_refused(loop, sim_gpu, name: str,
                                                         value: str) -> None:
@@ -20,5 +21,6 @@ def test_a_bad_microsecond_setting_is_named_and_refused(loop, sim_gpu, name: str
 
 def test_zero_microseconds_are_accepted(loop, sim_gpu) -> None:
     got = loop.run(sim_gpu.env, "kernel", 10, 0.2, LAUNCH_LOOP_DELAY_US="0",
-                   LAUNCH_LOOP_BURST_US="0")
+                   LAUNCH_LOOP_BURST_US="0", LAUNCH_LOOP_GAP_US="0",
+                   LAUNCH_LOOP_IDLE_US="0")
     assert float(got["launches"]) > 0, got

@@ -162,11 +162,13 @@ int main(int argc, char **argv)
     uint64_t *times = NULL;
     size_t ntimes = 0, cap = 0;
     const char *times_path = getenv("LAUNCH_LOOP_TIMES");
-    const char *sync_s = getenv("LAUNCH_LOOP_SYNC"), *gap_s = getenv("LAUNCH_LOOP_GAP_US");
+    const char *sync_s = getenv("LAUNCH_LOOP_SYNC");
     uint64_t sync_every = sync_s ? strtoull(sync_s, NULL, 10) : 64;
-    uint64_t gap_ns = gap_s ? 1000u * strtoull(gap_s, NULL, 10) : 0;
-    const char *idle_s = getenv("LAUNCH_LOOP_IDLE_US");
-    uint64_t idle_ns = idle_s ? 1000u * strtoull(idle_s, NULL, 10) : 0;
+    unsigned long long gap_us, idle_us;
+    if (env_us("LAUNCH_LOOP_GAP_US", "of CPU to spin after each launch", &gap_us) < 0 ||
+        env_us("LAUNCH_LOOP_IDLE_US", "to sleep after each synchronisation", &idle_us) < 0)
+        return 2;
+    uint64_t gap_ns = 1000u * gap_us, idle_ns = 1000u * idle_us;
     /* a burst: the first BURST_US of the loop run without the idle (requests back to back) */
     unsigned long long burst_us;
     if (env_us("LAUNCH_LOOP_BURST_US", "of requests back to back at the loop's start",
