@@ -450,6 +450,7 @@ class Runner:
         per = []
         light = 0  # times the shim logged the container found light (LIBCUDA_LOG_LEVEL=3)
         verdicts: list[str] = []  # the shim's light verdicts over the run, in order
+        turns: list[str] = []  # its turn windows as they changed (LIBCUDA_LOG_LEVEL=4), in order
         for p in procs:
             p.wait(timeout=300)
             p.out_file.seek(0)
@@ -464,6 +465,8 @@ class Runner:
             light += err.count("light (claims the GPU while busy")
             verdicts += [x.split("compute: ", 1)[1] for x in err.splitlines()
                          if "compute: used" in x]
+            turns += [x.split(": ", 2)[2] for x in err.splitlines()
+                      if "compute: device" in x and "turns" in x]
         res = []
         for phases in zip(*per, strict=True):
             r = dict(phases[0])
@@ -471,6 +474,7 @@ class Runner:
                 r["windows"] = [x["windows"] for x in phases]
             r["found_light"] = light
             r["light_verdicts"] = verdicts[:LIGHT_VERDICTS_KEPT]
+            r["turn_log"] = turns[:LIGHT_VERDICTS_KEPT]
             r["steps_per_s"] = sum(x["steps_per_s"] for x in phases)
             r["t1"] = max(x["t1"] for x in phases)
             r["t2"] = min(x["t2"] for x in phases)
@@ -1059,8 +1063,9 @@ def bench_newcomer(r: Runner, shapes: tuple[Shape, ...] = NEWCOMER, rounds: int 
         pa = r.start(shape, f"-1:{NEWCOMER_AFTER_S},-1:{COLD_PHASES[-1][1]}",
                      r.container(CUDA_DEVICE_SM_LIMIT="70", LIBCUDA_LOG_LEVEL="3"), start,
                      states=True)
+        # the newcomer at 4: its turn windows too (which period its kernels asked for, when)
         pb = r.start(late, COLD_PHASE_SPEC,
-                     r.container(CUDA_DEVICE_SM_LIMIT="30", LIBCUDA_LOG_LEVEL="3"),
+                     r.container(CUDA_DEVICE_SM_LIMIT="30", LIBCUDA_LOG_LEVEL="4"),
                      start + NEWCOMER_AFTER_S, cold=True, timeline=True, states=True)
         ra, rb = r.results(pa), r.results(pb)
         points = []
@@ -1089,6 +1094,8 @@ def bench_newcomer(r: Runner, shapes: tuple[Shape, ...] = NEWCOMER, rounds: int 
                                 "charged_pct": round(paired.get("charged_pct", 0.0), 1),
                                 "waited_pct": round(paired.get("waited_pct", 0.0), 1)},
                "found_light": [ra[-1].get("found_light"), rb[-1].get("found_light")],
+               "newcomer_log": {"light": rb[-1].get("light_verdicts", []),
+                                "turns": rb[-1].get("turn_log", [])},
                "newcomer_paired": {"charged_pct": round(rb[-1].get("charged_pct", 0.0), 1),
                                    "waited_pct": round(rb[-1].get("waited_pct", 0.0), 1),
                                    "step_p50_ms": rb[-1].get("step_p50_ms")},
@@ -1435,6 +1442,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma list of cold-start indexes (default all)")
     ap.add_argument("--shared-cold-rounds", type=int, default=2,
                     help="rounds per shape of the sharedcold section")
+    ap.add_argument("--newcomer-shapes", default="",
+                    help="comma list of newcomer shape indexes (0: 4096², 1: 16384²; default all)")
     ap.add_argument("--newcomer-rounds", type=int, default=1,
                     help="runs of each newcomer shape, alternated")
     ap.add_argument("--gate-wait-rounds", type=int, default=2,
@@ -1461,17 +1470,21 @@ def main(argv: list[str] | None = None) -> int:
     if only - set(SECTIONS):
         ap.error(f"--only: unknown {sorted(only - set(SECTIONS))} (valid: {', '.join(SECTIONS)})")
     try:
-        if any(int(x) < 0 for x in f"{args.shapes},{args.pairs},{args.services}".split(",") if x):
+        if any(int(x) < 0 for x in f"{args.shapes},{args.pairs},{args.services},"
+               f"{args.newcomer_shapes}".split(",") if x):
             raise ValueError("negative index")
         idx = [int(x) for x in args.shapes.split(",") if x] or list(range(len(SHAPES)))
         shapes = tuple(SHAPES[i] for i in idx)
         pairs = tuple(WEIGHT_PAIRS[int(x)] for x in args.pairs.split(",") if x) or WEIGHT_PAIRS
         services = tuple(LIGHT_SERVICES[int(x)] for x in args.services.split(",") if x) \
             or LIGHT_SERVICES
+        newcomers = tuple(NEWCOMER[int(x)] for x in args.newcomer_shapes.split(",") if x) \
+            or NEWCOMER
     except (ValueError, IndexError):
         ap.error(f"--shapes {args.shapes!r} / --pairs {args.pairs!r} / --services "
-                 f"{args.services!r}: indexes 0..{len(SHAPES) - 1} / 0..{len(WEIGHT_PAIRS) - 1} / "
-                 f"0..{len(LIGHT_SERVICES) - 1}, comma separated")
+                 f"{args.services!r} / --newcomer-shapes {args.newcomer_shapes!r}: indexes "
+                 f"0..{len(SHAPES) - 1} / 0..{len(WEIGHT_PAIRS) - 1} / "
+                 f"0..{len(LIGHT_SERVICES) - 1} / 0..{len(NEWCOMER) - 1}, comma separated")
     try:
         cold = tuple(COLD[int(x)] for x in args.cold_starts.split(",") if x) or COLD
     except (ValueError, IndexError):
@@ -1524,7 +1537,7 @@ def main(argv: list[str] | None = None) -> int:
             if "weights" in only:
                 bench_weights(r, pairs, out=res.setdefault("weights", []))
             if "newcomer" in only:
-                bench_newcomer(r, rounds=args.newcomer_rounds,
+                bench_newcomer(r, newcomers, rounds=args.newcomer_rounds,
                                out=res.setdefault("newcomer", []))
             if "sharedcold" in only:
                 bench_shared_cold(r, rounds=args.shared_cold_rounds,

@@ -23,7 +23,8 @@
  *   forward pass does (with GPUWARDEN_SIM_LAZY_LOAD_US, each one's first launch loads it).
  *   LAUNCH_LOOP_DELAY_US=U launches one kernel, synchronises, and idles U microseconds before
  *   its loop starts (a container that loaded its model and waits for work); the loop's times
- *   count from its end.
+ *   count from its end.  LAUNCH_LOOP_DELAY_GRID=G gives that one kernel grid G instead (a
+ *   model's loading ran other kernels than its loop's: the loop's first is of unknown cost).
  *   LAUNCH_LOOP_IDLE_US=U sleeps U microseconds after each synchronisation (an application
  *   idle between bursts of work, waiting for its next request).
  *   LAUNCH_LOOP_REQUEST=K,C makes a request of K synchronisations: after each of the first K-1
@@ -296,7 +297,9 @@ int main(int argc, char **argv)
         /* one kernel launched and synchronised (a model loaded), then the process idles before
          * its loop (a container that started and waits for work, present on the GPU) */
         LOAD(cuLaunchKernel);
-        check(p_cuLaunchKernel(fn, grid, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), "first kernel");
+        const char *g = getenv("LAUNCH_LOOP_DELAY_GRID");
+        unsigned load_grid = g ? (unsigned)strtoul(g, NULL, 10) : grid;
+        check(p_cuLaunchKernel(fn, load_grid, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), "first kernel");
         check(p_cuCtxSynchronize(), "cuCtxSynchronize");
         sleep_ns(1000ull * delay_us);
     }
