@@ -296,20 +296,6 @@ static int keep_claim(struct vgpu_cdev *c, uint64_t now, uint64_t claim)
     return w == WORK_LATE;
 }
 
-/* A light one's late work keeps its claim (above), so it keeps the claim's run going too
- * (`claim_until`, gate.c), for this light spell's claim: the run is what its neighbours wait
- * for (LIM_LIGHT_RUN_MAX_NS).  Without it a kernel that ran late, sliced with a neighbour's
- * queued work, broke the run at its estimate's end, and one of unknown cost (counted 1 ms) at
- * once: the newcomer that idled first claimed in runs of ~1.4 ms while its 10-ms kernels took
- * ~25 ms, beside a neighbour held back all along (simulated GPU). */
-static void keep_run(struct vgpu_cdev *c, uint64_t now)
-{
-    uint64_t until = now + 2u * WATCH_LIGHT_NS + VGPU_NODE_LIGHT_GRACE_NS;
-
-    if (LD(&c->light) && LD(&c->claim_from) >= c->light_at && LD(&c->claim_until) < until)
-        ST(&c->claim_until, until);
-}
-
 /* Between ticks, every `every` (WATCH_NS, WATCH_LIGHT_NS): a claiming process (a high-priority
  * one, or a light one) beside lows keeps its claim (its node slot's activity) `every` + the claim
  * grace ahead while its work runs late, so that lows do not
@@ -333,10 +319,7 @@ static void watch(uint64_t now, uint64_t every)
         if (c->node_slot < 0 || !LD(&c->track) || !claims(c))
             continue;
         claim = __atomic_load_n(&vgpu_cs.node->slots[c->node_slot].active_ns, __ATOMIC_SEQ_CST);
-        if (!keep_claim(c, now, claim))
-            continue;
-        keep_run(c, now);
-        if (claim < now + every)
+        if (keep_claim(c, now, claim) && claim < now + every)
             vgpu_node_touch(vgpu_cs.node, c->node_slot, now + 2u * every);
     }
 }
@@ -386,8 +369,6 @@ void vgpu_tick(uint64_t now)
                                                                    : vgpu_cs.last_active_ns;
         if (late && active < now + 2u * WATCH_NS)
             active = now + 2u * WATCH_NS; /* late work: claimed until the next watch */
-        if (late)
-            keep_run(c, now);
         if (vgpu_cs.node != NULL && !vgpu_cs.exiting) {
             if (c->node_slot < 0 ||
                 vgpu_node_beat(vgpu_cs.node, c->node_slot, &vgpu_cs.me, now, active,
