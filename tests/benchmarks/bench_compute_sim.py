@@ -202,8 +202,9 @@ def newcomer(tmp: Path, ll: Path, gpu: Gpu, shim: Path | None = None) -> dict[st
     same kernels synchronising after each launch for 4 s: the newcomer's share of the GPU in its
     first second and from 1 s on, as % of its due (30 % of its own alone share), and the first
     one's launched work over its whole run; the same with the newcomer's process started with
-    the first one and idle until its loop; on `gpu`, with `shim` (default this tree's): row ->
-    cell."""
+    the first one and idle until its loop, after loading a kernel of its loop's and of another
+    (its loop's first kernel then of unknown cost, as on the GPU); on `gpu`, with `shim`
+    (default this tree's): row -> cell."""
     cells = {}
     for grid in NEWCOMER:
         name = f"n{grid}-{gpu.key}-{shim is not None}"

@@ -298,8 +298,15 @@ int main(int argc, char **argv)
          * its loop (a container that started and waits for work, present on the GPU) */
         LOAD(cuLaunchKernel);
         const char *g = getenv("LAUNCH_LOOP_DELAY_GRID");
-        unsigned load_grid = g ? (unsigned)strtoul(g, NULL, 10) : grid;
-        check(p_cuLaunchKernel(fn, load_grid, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), "first kernel");
+        char *g_end = NULL;
+        unsigned long load_grid = g ? strtoul(g, &g_end, 10) : grid;
+        if (g != NULL && (*g < '0' || *g > '9' || *g_end != '\0' || load_grid == 0 ||
+                          load_grid > 0xffffffffu)) {
+            fprintf(stderr, "launch_loop: LAUNCH_LOOP_DELAY_GRID=%s: give the loading kernel's "
+                    "grid, 1 to 4294967295\n", g);
+            return 2;
+        }
+        check(p_cuLaunchKernel(fn, (unsigned)load_grid, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), "first kernel");
         check(p_cuCtxSynchronize(), "cuCtxSynchronize");
         sleep_ns(1000ull * delay_us);
     }
