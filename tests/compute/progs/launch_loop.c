@@ -98,24 +98,32 @@ static uint64_t cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The microseconds in environment variable `name` (0 when unset) into *us: 1 when it is set, 0
- * when not, or -1 after saying what is wrong (valid: 0 to 3600000000; `what` says what they
- * are). */
-static int env_us(const char *name, const char *what, unsigned long long *us)
+/* The whole number in environment variable `name` (0 when unset) into *v: 1 when it is set, 0
+ * when not, or -1 after saying what is wrong (valid: `lo` to `hi`; `what` says what it is). */
+static int env_num(const char *name, const char *what, unsigned long long lo,
+                   unsigned long long hi, unsigned long long *v)
 {
-    const char *v = getenv(name);
+    const char *s = getenv(name);
     char *end = NULL;
 
-    *us = 0;
-    if (v == NULL)
+    *v = 0;
+    if (s == NULL)
         return 0;
-    *us = strtoull(v, &end, 10);
-    if (*v < '0' || *v > '9' || *end != '\0' || *us > 3600000000ull) {
-        fprintf(stderr, "launch_loop: %s=%s: give the microseconds %s, 0 to 3600000000\n", name,
-                v, what);
+    *v = strtoull(s, &end, 10);
+    if (*s < '0' || *s > '9' || *end != '\0' || *v < lo || *v > hi) {
+        fprintf(stderr, "launch_loop: %s=%s: give %s, %llu to %llu\n", name, s, what, lo, hi);
         return -1;
     }
     return 1;
+}
+
+/* The microseconds in environment variable `name`, as env_num (valid: 0 to 3600000000). */
+static int env_us(const char *name, const char *what, unsigned long long *us)
+{
+    char said[160];
+
+    snprintf(said, sizeof said, "the microseconds %s", what);
+    return env_num(name, said, 0, 3600000000ull, us);
 }
 
 static int by_value(const void *a, const void *b)
@@ -185,7 +193,9 @@ int main(int argc, char **argv)
     }
     unsigned long long delay_us;
     int delay = env_us("LAUNCH_LOOP_DELAY_US", "to idle before the loop", &delay_us);
-    if (delay < 0)
+    unsigned long long load_grid;
+    if (delay < 0 || env_num("LAUNCH_LOOP_DELAY_GRID", "the loading kernel's grid", 1,
+                             0xffffffffull, &load_grid) < 0)
         return 2;
     int want_cpu = getenv("LAUNCH_LOOP_CPU") != NULL;
     int want_latency = getenv("LAUNCH_LOOP_LATENCY") != NULL;
@@ -297,16 +307,9 @@ int main(int argc, char **argv)
         /* one kernel launched and synchronised (a model loaded), then the process idles before
          * its loop (a container that started and waits for work, present on the GPU) */
         LOAD(cuLaunchKernel);
-        const char *g = getenv("LAUNCH_LOOP_DELAY_GRID");
-        char *g_end = NULL;
-        unsigned long load_grid = g ? strtoul(g, &g_end, 10) : grid;
-        if (g != NULL && (*g < '0' || *g > '9' || *g_end != '\0' || load_grid == 0 ||
-                          load_grid > 0xffffffffu)) {
-            fprintf(stderr, "launch_loop: LAUNCH_LOOP_DELAY_GRID=%s: give the loading kernel's "
-                    "grid, 1 to 4294967295\n", g);
-            return 2;
-        }
-        check(p_cuLaunchKernel(fn, (unsigned)load_grid, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), "first kernel");
+        check(p_cuLaunchKernel(fn, load_grid ? (unsigned)load_grid : grid, 1, 1, 1, 1, 1, 0, NULL,
+                               NULL, NULL),
+              "first kernel");
         check(p_cuCtxSynchronize(), "cuCtxSynchronize");
         sleep_ns(1000ull * delay_us);
     }
