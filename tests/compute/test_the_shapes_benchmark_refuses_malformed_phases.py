@@ -24,3 +24,17 @@ def test_a_malformed_phase_is_refused_by_name(bad: str) -> None:
     with pytest.raises(ValueError, match=r"--phases .*LIMIT:SECONDS\[:WARM\]") as e:
         bench.parse_phases(bad)
     assert f"phase {bad.split(',')[-1]!r}" in str(e.value)  # the one phase at fault, named
+
+
+@pytest.mark.parametrize("option", ["--shapes", "--pairs", "--services", "--newcomer-shapes"])
+@pytest.mark.parametrize("bad", ["99", "-1", "x", "0,x"])
+def test_a_bad_row_index_is_refused_by_name(option: str, bad: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Every option that picks rows by index refuses one out of range or not a number before
+    anything runs, naming the option, its value and each option's valid range."""
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--only", "newcomer", option, bad])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{option} {bad!r}" in err, err
+    assert f"0..{len(bench.NEWCOMER) - 1}, comma separated" in err, err
