@@ -89,6 +89,8 @@ struct vgpu_cdev {
     uint64_t longest_key; /* ... the launch signature that set it (atomic) */
     uint32_t longest_light; /* ... while the container was light (lim_longest; atomic) */
     uint64_t period_longest; /* the same, settled by lim_period_samples: the turn class (atomic) */
+    uint64_t others_longest; /* the longest of the other paced containers' own, as of the last
+                              * tick: the class while period_longest is 0 (lim_period_longest) */
     uint64_t period_longest_key;   /* ... (atomic) */
     uint32_t period_longest_light; /* ... (atomic) */
     uint32_t scale_ppm; /* correction of charged costs: the busy feedback (atomic) */

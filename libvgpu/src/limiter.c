@@ -82,6 +82,11 @@ uint32_t lim_turn_class(uint64_t longest_ns, uint32_t limit_pct)
 _Static_assert(LIM_PERIOD_SAMPLES <= LIM_COST_SAMPLES, "an estimate has at most LIM_COST_SAMPLES "
                                                     "samples");
 
+uint64_t lim_period_longest(uint64_t own_ns, uint64_t others_ns)
+{
+    return own_ns != 0 ? own_ns : others_ns;
+}
+
 struct lim_longest lim_longest_next(struct lim_longest l, uint64_t key, uint64_t charge_ns,
                                     int settled, uint32_t light)
 {
@@ -117,6 +122,8 @@ void lim_turn_merge(struct lim_turn_member *set, uint32_t *n, uint32_t max,
         set[j].limit_pct = m.limit_pct;
     if (m.period_class > set[j].period_class)
         set[j].period_class = m.period_class;
+    if (m.longest_ns > set[j].longest_ns)
+        set[j].longest_ns = m.longest_ns;
     if (m.capped)
         set[j].capped = 1;
     if (m.rest)

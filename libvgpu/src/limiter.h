@@ -77,6 +77,16 @@ uint64_t lim_pacer_book_bursty(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns,
  * take the largest class asked. */
 uint32_t lim_turn_class(uint64_t longest_ns, uint32_t limit_pct);
 
+/* The longest kernel a member's class goes by: its own (`own_ns`, settled: lim_longest_next),
+ * or, while it has none yet, the longest of its neighbours' in the turns (`others_ns`).  A
+ * window's first kernel shares the GPU with what its predecessor's last one leaves (up to half
+ * a kernel, lim_turn_wait), so a window sized for no kernel at all (class 0) beside long
+ * kernels loses most of itself to them; and that member's own kernels, sliced so, read long,
+ * one window each, until it has the samples that settle its own: a 30 % newcomer of 12-ms
+ * kernels beside a 70 % one of the same took turns in 24-ms windows of an 80-ms period for
+ * ~0.4 s, one step in each (H100, stop 47), where 160 ms is its own class. */
+uint64_t lim_period_longest(uint64_t own_ns, uint64_t others_ns);
+
 /* The longest recent kernel: the charge of the longest launch lately, decaying by
  * 1/LIM_LONGEST_DECAY a launch.  A young signature (`settled` 0: fewer samples than its first
  * launches are measured on) does not raise it: its first sample may hold the module's loading (a
@@ -127,6 +137,7 @@ struct lim_turn_member {
     uint32_t capped;       /* its share is a cap (`force`), not a weight */
     uint32_t rest;         /* it has no gpucores: its share is what the others' leave
                             * (lim_rest_share) */
+    uint64_t longest_ns;   /* its own longest kernel (0: not known yet; lim_period_longest) */
 };
 
 struct lim_turn {
@@ -136,7 +147,7 @@ struct lim_turn {
 };
 
 /* Adds `m` to a set of `*n` members with distinct ids (an id already there keeps the largest
- * limit and class of both); entries with limit 0 or >= 100, and new ids beyond `max`, are left
+ * limit, class and longest kernel of both); entries with limit 0 or >= 100, and new ids beyond `max`, are left
  * out. */
 void lim_turn_merge(struct lim_turn_member *set, uint32_t *n, uint32_t max,
                     struct lim_turn_member m);

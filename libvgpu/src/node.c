@@ -278,7 +278,8 @@ static uint32_t members(const struct vgpu_node_region *r, const uint8_t uuid[16]
         uint32_t flags = LD(&s->flags);
         struct lim_turn_member m = {cid, VGPU_NODE_TURN_PCT(turn), VGPU_NODE_TURN_CLASS(turn),
                                     (flags & VGPU_NODE_FLAG_CAPPED) ? 1u : 0u,
-                                    (flags & VGPU_NODE_FLAG_REST) ? 1u : 0u};
+                                    (flags & VGPU_NODE_FLAG_REST) ? 1u : 0u,
+                                    VGPU_NODE_TURN_LONGEST_NS(turn)};
 
         if (cid == 0 || !fresh(LD(&s->active_ns), now_ns, VGPU_NODE_ACTIVE_NS))
             continue;

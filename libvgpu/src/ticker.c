@@ -25,14 +25,16 @@
 
 _Static_assert(VGPU_MAX_DEVICES <= 16u, "split_devs holds two bits per device entry");
 
-/* The period class this process's longest recent kernels ask for at `limit`: in its part of the
- * container's window where the window is split (lim_split_wait). */
+/* The period class this process's longest recent kernels ask for at `limit` (its neighbours'
+ * while it knows none of its own: lim_period_longest): in its part of the container's window
+ * where the window is split (lim_split_wait). */
 static uint32_t turn_class(const struct vgpu_cdev *c, uint32_t limit)
 {
     uint32_t split = LD(&c->split);
     if (split > 1u)
         limit = limit / split > 0u ? limit / split : 1u;
-    return lim_turn_class(LD(&c->period_longest), limit);
+    return lim_turn_class(lim_period_longest(LD(&c->period_longest), LD(&c->others_longest)),
+                          limit);
 }
 
 /* The container's processes in turns on `c`'s device that split its window (lim_split_wait):
@@ -377,8 +379,8 @@ void vgpu_tick(uint64_t now)
                                    (LD(&c->light) ? VGPU_NODE_FLAG_LIGHT : 0u) |
                                    (LD(&c->capped) ? VGPU_NODE_FLAG_CAPPED : 0u) |
                                    (LD(&c->rest) ? VGPU_NODE_FLAG_REST : 0u),
-                               VGPU_NODE_TURN(LD(&c->share),
-                                              turn_class(c, LD(&c->share)))) != 0) {
+                               VGPU_NODE_TURN(LD(&c->share), turn_class(c, LD(&c->share)),
+                                              LD(&c->period_longest))) != 0) {
                 c->node_slot = vgpu_node_claim(vgpu_cs.node, &vgpu_cs.me, c->uuid, now);
                 if (c->node_slot >= 0)
                     vgpu_node_beat(vgpu_cs.node, c->node_slot, &vgpu_cs.me, now, active, 0, 0);
@@ -403,6 +405,10 @@ void vgpu_tick(uint64_t now)
                                                         LIM_TURN_MAX - 1, NULL)
                                       : 0u;
         struct member_sums paced = sum_members(members, v.others_paced), lights = {0, 0, 0, 0};
+        uint64_t others_longest = 0; /* stored at the end: this tick goes by the last one's */
+        for (uint32_t i = 0; i < v.others_paced; i++)
+            if (members[i].longest_ns > others_longest)
+                others_longest = members[i].longest_ns;
         v.others_paced_pct = paced.pct;
         v.others_capped_pct = paced.capped_pct;
         v.others_rest = paced.rest;
@@ -474,12 +480,16 @@ void vgpu_tick(uint64_t now)
                     vgpu_log(VGPU_LOG_DEBUG, "compute: device %d: no turns", d);
                 else
                     vgpu_log(VGPU_LOG_DEBUG, "compute: device %d: turns: window %u ms at %u ms "
-                             "of %u ms (longest kernel %llu us)", d, t.len_ns / 1000000u,
+                             "of %u ms (longest kernel %llu us%s)", d, t.len_ns / 1000000u,
                              t.off_ns / 1000000u, t.period_ns / 1000000u,
-                             (unsigned long long)(LD(&c->period_longest) / 1000u));
+                             (unsigned long long)(lim_period_longest(LD(&c->period_longest),
+                                                                     LD(&c->others_longest)) /
+                                                  1000u),
+                             LD(&c->period_longest) ? "" : ", its neighbours'");
             }
             ST(&c->turn, turn);
         }
+        ST(&c->others_longest, others_longest);
         if (LD(&c->turn))
             flags |= VGPU_COMPUTE_FLAG_TURNS;
         if (v.light)

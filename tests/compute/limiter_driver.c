@@ -48,7 +48,8 @@
  *   limiter_driver splitwait OFF_NS LEN_NS PERIOD_NS RANK N IDLE NOW_NS QUEUED_NS COST_NS
  *                                          (prints lim_split_wait; IDLE the idle parts' bits)
  *   limiter_driver splitbusy HORIZON_NS LONGEST_NS GAP_NS   (prints lim_split_busy_until)
- *   limiter_driver turnclass LONGEST_NS LIMIT   (prints lim_turn_class)
+ *   limiter_driver turnclass LONGEST_NS LIMIT [OTHERS_NS]
+ *       (prints lim_turn_class of lim_period_longest(LONGEST_NS, OTHERS_NS, default 0))
  *   limiter_driver longest NS KEY LIGHT  KEY CHARGE_NS SETTLED LIGHT [...]
  *       (from {NS, KEY, LIGHT}, prints lim_longest_next's ns after each launch of KEY ...)
  *   limiter_driver periodsamples LIGHT LIGHT_LEFT_NS NOW_NS YOUNG   (prints lim_period_samples)
@@ -426,8 +427,10 @@ int main(int argc, char **argv)
                                           arg_u64(argv[4]), (uint32_t)arg_u64(argv[5])));
         return 0;
     }
-    if (argc == 4 && strcmp(argv[1], "turnclass") == 0) {
-        printf("%u\n", lim_turn_class(arg_u64(argv[2]), (uint32_t)arg_u64(argv[3])));
+    if ((argc == 4 || argc == 5) && strcmp(argv[1], "turnclass") == 0) {
+        uint64_t others = argc == 5 ? arg_u64(argv[4]) : 0u;
+        printf("%u\n", lim_turn_class(lim_period_longest(arg_u64(argv[2]), others),
+                                      (uint32_t)arg_u64(argv[3])));
         return 0;
     }
     if ((argc == 7 || argc == 8) && strcmp(argv[1], "turnwait") == 0) {

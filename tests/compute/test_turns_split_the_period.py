@@ -109,6 +109,18 @@ def test_long_kernels_ask_for_a_longer_period(limiter_driver, longest_ms, limit,
     assert int(limiter_driver.run("turnclass", int(longest_ms * MS), limit)) == cls
 
 
+def test_a_member_that_knows_none_of_its_kernels_asks_for_its_neighbours_longest(
+        limiter_driver) -> None:
+    # beside 12-ms kernels a 30 % window of an 80-ms period (24 ms) loses up to 6 ms to their
+    # tail and holds one of its own sliced kernels: it asks for 160 ms, what 12 ms asks at 30 %
+    assert int(limiter_driver.run("turnclass", 0, 30, 12 * MS)) == 2
+    assert int(limiter_driver.run("turnclass", 0, 70, 12 * MS)) == 1  # at its own share
+    # once its own are known, they set it, shorter or longer than its neighbours'
+    assert int(limiter_driver.run("turnclass", int(0.2 * MS), 30, 12 * MS)) == 0
+    assert int(limiter_driver.run("turnclass", 80 * MS, 30, 12 * MS)) == 4
+    assert int(limiter_driver.run("turnclass", 0, 30, 0)) == 0  # nobody knows any
+
+
 def longest_after(driver, start: tuple[int, int, int], *launches: tuple[int, int, int, int]
                   ) -> list[int]:
     """The longest recent kernel after each launch (key, charge, settled, light), from (ns, key,
