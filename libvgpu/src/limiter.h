@@ -113,7 +113,8 @@ uint64_t lim_period_longest(uint64_t own_ns, uint64_t others_ns);
  * 0.267-0.298 in 12).  Eight span later kernels of two of its windows.  Elsewhere it waits for
  * no more than `longest` does: for all, 8 cost a 70 of two processes of 12-ms kernels beside a
  * 30 (sim, 2-ms slices costing 0.4 ms a switch) 0.03 of the GPU (0.600-0.657 for 0.623-0.664),
- * its samples by the eighth sliced by its sibling's (24 ms) and its period 320-640 ms. */
+ * its samples by the eighth sliced by its sibling's (24 ms) and its period 320-640 ms.  Until
+ * then it asks for its neighbours' class (lim_period_longest), not class 0. */
 #define LIM_LONGEST_DECAY  1024u
 #define LIM_PERIOD_SAMPLES 8u
 #define LIM_PERIOD_LIGHT_NS 1000000000ull
