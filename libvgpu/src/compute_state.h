@@ -91,6 +91,8 @@ struct vgpu_cdev {
     uint64_t period_longest; /* the same, settled by lim_period_samples: the turn class (atomic) */
     uint64_t others_longest; /* the longest of the other paced containers' own, as of the last
                               * tick: the class while period_longest is 0 (lim_period_longest) */
+    uint32_t asked_class;    /* the turn class it asked for at its last tick in the turns, which
+                              * it keeps near a class's line (lim_turn_class_kept; atomic) */
     uint64_t period_longest_key;   /* ... (atomic) */
     uint32_t period_longest_light; /* ... (atomic) */
     uint32_t scale_ppm; /* correction of charged costs: the busy feedback (atomic) */

@@ -79,6 +79,16 @@ uint32_t lim_turn_class(uint64_t longest_ns, uint32_t limit_pct)
     return k;
 }
 
+uint32_t lim_turn_class_kept(uint64_t longest_ns, uint32_t limit_pct, uint32_t current)
+{
+    uint32_t k = lim_turn_class(longest_ns, limit_pct);
+    uint32_t kept = lim_turn_class(longest_ns + longest_ns / LIM_TURN_CLASS_MARGIN, limit_pct);
+
+    if (kept > current)
+        kept = current;
+    return k > kept ? k : kept;
+}
+
 _Static_assert(LIM_PERIOD_SAMPLES <= LIM_COST_SAMPLES, "an estimate has at most LIM_COST_SAMPLES "
                                                     "samples");
 

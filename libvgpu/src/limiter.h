@@ -77,6 +77,14 @@ uint64_t lim_pacer_book_bursty(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns,
  * take the largest class asked. */
 uint32_t lim_turn_class(uint64_t longest_ns, uint32_t limit_pct);
 
+/* lim_turn_class, but a member asking for class `current` keeps it (or the class between)
+ * while its longest kernel, 1/LIM_TURN_CLASS_MARGIN longer, would still ask for it: a class
+ * moves every member's windows, and kernels whose time sits on a class's line moved it on
+ * every launch (H100, stop 48: 16384² matmuls at 30 %, 11.999 ms asking for 160 ms and 12.010
+ * for 320, the longest kernel decaying between the two).  A longer kernel raises it at once. */
+#define LIM_TURN_CLASS_MARGIN 8u
+uint32_t lim_turn_class_kept(uint64_t longest_ns, uint32_t limit_pct, uint32_t current);
+
 /* The longest kernel a member's class goes by: its own (`own_ns`, settled: lim_longest_next),
  * or, while it has none yet, the longest of its neighbours' in the turns (`others_ns`).  A
  * window's first kernel shares the GPU with what its predecessor's last one leaves (up to half

@@ -33,8 +33,9 @@ static uint32_t turn_class(const struct vgpu_cdev *c, uint32_t limit)
     uint32_t split = LD(&c->split);
     if (split > 1u)
         limit = limit / split > 0u ? limit / split : 1u;
-    return lim_turn_class(lim_period_longest(LD(&c->period_longest), LD(&c->others_longest)),
-                          limit);
+    return lim_turn_class_kept(lim_period_longest(LD(&c->period_longest),
+                                                  LD(&c->others_longest)),
+                               limit, LD(&c->asked_class));
 }
 
 /* The container's processes in turns on `c`'s device that split its window (lim_split_wait):
@@ -84,12 +85,13 @@ static void split_window(struct vgpu_cdev *c, uint64_t now, int want, int islong
  * processes asks for: this one's, or `own_class`, its siblings' (vgpu_node_paced).  (Each
  * process once took its own class: where their longest kernels differed, its processes computed
  * windows of different periods, and overlapped.) */
-static uint64_t turn_of(const struct vgpu_cdev *c, struct lim_turn_member *m, uint32_t n,
+static uint64_t turn_of(struct vgpu_cdev *c, struct lim_turn_member *m, uint32_t n,
                         uint32_t share, uint32_t own_class)
 {
     if (n == 0)
         return 0;
     uint32_t mine = turn_class(c, share);
+    ST(&c->asked_class, mine);
     m[n].id = vgpu_cs.container_id;
     m[n].limit_pct = share;
     m[n].period_class = mine > own_class ? mine : own_class; /* one period for the container */

@@ -50,6 +50,7 @@
  *   limiter_driver splitbusy HORIZON_NS LONGEST_NS GAP_NS   (prints lim_split_busy_until)
  *   limiter_driver turnclass LONGEST_NS LIMIT [OTHERS_NS]
  *       (prints lim_turn_class of lim_period_longest(LONGEST_NS, OTHERS_NS, default 0))
+ *   limiter_driver turnclasskept LONGEST_NS LIMIT CURRENT   (prints lim_turn_class_kept)
  *   limiter_driver longest NS KEY LIGHT  KEY CHARGE_NS SETTLED LIGHT [...]
  *       (from {NS, KEY, LIGHT}, prints lim_longest_next's ns after each launch of KEY ...)
  *   limiter_driver periodsamples LIGHT LIGHT_LEFT_NS NOW_NS YOUNG   (prints lim_period_samples)
@@ -425,6 +426,11 @@ int main(int argc, char **argv)
     if (argc == 6 && strcmp(argv[1], "periodsamples") == 0) {
         printf("%u\n", lim_period_samples((uint32_t)arg_u64(argv[2]), arg_u64(argv[3]),
                                           arg_u64(argv[4]), (uint32_t)arg_u64(argv[5])));
+        return 0;
+    }
+    if (argc == 5 && strcmp(argv[1], "turnclasskept") == 0) {
+        printf("%u\n", lim_turn_class_kept(arg_u64(argv[2]), (uint32_t)arg_u64(argv[3]),
+                                           (uint32_t)arg_u64(argv[4])));
         return 0;
     }
     if ((argc == 4 || argc == 5) && strcmp(argv[1], "turnclass") == 0) {

@@ -109,6 +109,21 @@ def test_long_kernels_ask_for_a_longer_period(limiter_driver, longest_ms, limit,
     assert int(limiter_driver.run("turnclass", int(longest_ms * MS), limit)) == cls
 
 
+def test_kernels_on_a_class_s_line_keep_the_period_they_asked_for(limiter_driver) -> None:
+    # 30 %: 160 ms holds 4 of 12 ms. 12.010 ms asks for 320 and, decaying to 11.999, kept 320
+    # (H100: 16384² matmuls moved every member's windows between 160 and 320 ms)
+    def kept(longest_ms: float, current: int) -> int:
+        return int(limiter_driver.run("turnclasskept", int(longest_ms * MS), 30, current))
+
+    assert kept(12.01, 2) == 3  # a longer kernel raises it at once
+    assert kept(11.999, 3) == 3
+    assert kept(10.7, 3) == 3  # 1/8 longer, 12.04 ms, would still ask for 320
+    assert kept(10.6, 3) == 2  # 11.9 would not: down to 160
+    assert kept(1, 4) == 0  # far under: down to what it asks for
+    assert kept(2.9, 4) == 1  # 3.26 ms would ask for 80: no lower
+    assert kept(11.999, 2) == 2  # from below, the line is where it was
+
+
 def test_a_member_that_knows_none_of_its_kernels_asks_for_its_neighbours_longest(
         limiter_driver) -> None:
     # beside 12-ms kernels a 30 % window of an 80-ms period (24 ms) loses up to 6 ms to their
