@@ -117,10 +117,10 @@ def test_kernels_on_a_class_s_line_keep_the_period_they_asked_for(limiter_driver
 
     assert kept(12.01, 2) == 3  # a longer kernel raises it at once
     assert kept(11.999, 3) == 3
-    assert kept(10.7, 3) == 3  # 1/8 longer, 12.04 ms, would still ask for 320
-    assert kept(10.6, 3) == 2  # 11.9 would not: down to 160
+    assert kept(11.85, 3) == 3  # 1/64 longer, 12.035 ms, would still ask for 320
+    assert kept(11.8, 3) == 2  # 11.984 would not: down to 160
     assert kept(1, 4) == 0  # far under: down to what it asks for
-    assert kept(2.9, 4) == 1  # 3.26 ms would ask for 80: no lower
+    assert kept(2.96, 4) == 1  # 3.006 ms would ask for 80: no lower
     assert kept(11.999, 2) == 2  # from below, the line is where it was
 
 
