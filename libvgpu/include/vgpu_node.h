@@ -62,7 +62,8 @@ struct vgpu_node_slot {
 #define VGPU_NODE_TURN_LONGEST(ns)                                                                 \
     ((ns) >= 0xffffull * VGPU_NODE_TURN_LONGEST_UNIT_NS                                            \
          ? 0xffffu                                                                                 \
-         : (uint32_t)(((ns) + VGPU_NODE_TURN_LONGEST_UNIT_NS - 1u) / VGPU_NODE_TURN_LONGEST_UNIT_NS))
+         : (uint32_t)(((ns) + VGPU_NODE_TURN_LONGEST_UNIT_NS - 1u) /                               \
+                      VGPU_NODE_TURN_LONGEST_UNIT_NS))
 #define VGPU_NODE_TURN(pct, cls, longest_ns)                                                       \
     ((uint32_t)(pct) | (uint32_t)(cls) << 8 | VGPU_NODE_TURN_LONGEST(longest_ns) << 16)
 #define VGPU_NODE_TURN_PCT(turn)  ((turn) & 0xffu)

@@ -89,12 +89,13 @@ struct vgpu_cdev {
     uint64_t longest_key; /* ... the launch signature that set it (atomic) */
     uint32_t longest_light; /* ... while the container was light (lim_longest; atomic) */
     uint64_t period_longest; /* the same, settled by lim_period_samples: the turn class (atomic) */
-    uint64_t others_longest; /* the longest of the other paced containers' own, as of the last
-                              * tick: the class while period_longest is 0 (lim_period_longest) */
-    uint32_t asked_class;    /* the turn class it asked for at its last tick in the turns, which
-                              * it keeps near a class's line (lim_turn_class_kept; atomic) */
     uint64_t period_longest_key;   /* ... (atomic) */
     uint32_t period_longest_light; /* ... (atomic) */
+    uint64_t others_longest; /* the longest of the other paced containers' own, as of the last
+                              * tick: the class while period_longest is 0 (lim_period_longest;
+                              * atomic) */
+    uint32_t asked_class;    /* the turn class it asked for at its last tick in the turns, which
+                              * it keeps near a class's line (lim_turn_class_kept; atomic) */
     uint32_t scale_ppm; /* correction of charged costs: the busy feedback (atomic) */
     uint32_t ref_mhz;   /* f_sat: measured, else estimated from power, 0 none (atomic) */
     uint64_t clocks[VGPU_CS_CLOCKS]; /* clock-thread readings: ms << 16 | lim_clock_tag (atomic) */

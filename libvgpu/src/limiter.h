@@ -160,8 +160,8 @@ struct lim_turn {
 };
 
 /* Adds `m` to a set of `*n` members with distinct ids (an id already there keeps the largest
- * limit, class and longest kernel of both); entries with limit 0 or >= 100, and new ids beyond `max`, are left
- * out. */
+ * limit, class and longest kernel of both); entries with limit 0 or >= 100, and new ids beyond
+ * `max`, are left out. */
 void lim_turn_merge(struct lim_turn_member *set, uint32_t *n, uint32_t max,
                     struct lim_turn_member m);
 
