@@ -57,15 +57,16 @@ struct vgpu_node_slot {
  * it asks for (limiter.h, lim_turn_class), bits 16-31 its own longest kernel once known, in
  * units of VGPU_NODE_TURN_LONGEST_UNIT_NS rounded up (0: none known yet; saturates at 0xffff,
  * ~4.3 s): what a neighbour whose own kernels are not known yet asks its class for
- * (lim_period_longest). */
+ * (lim_period_longest).  A function, not a macro: its longest kernel is an atomic load, read once. */
 #define VGPU_NODE_TURN_LONGEST_UNIT_NS 65536ull
-#define VGPU_NODE_TURN_LONGEST(ns)                                                                 \
-    ((ns) >= 0xffffull * VGPU_NODE_TURN_LONGEST_UNIT_NS                                            \
-         ? 0xffffu                                                                                 \
-         : (uint32_t)(((ns) + VGPU_NODE_TURN_LONGEST_UNIT_NS - 1u) /                               \
-                      VGPU_NODE_TURN_LONGEST_UNIT_NS))
-#define VGPU_NODE_TURN(pct, cls, longest_ns)                                                       \
-    ((uint32_t)(pct) | (uint32_t)(cls) << 8 | VGPU_NODE_TURN_LONGEST(longest_ns) << 16)
+static inline uint32_t vgpu_node_turn(uint32_t pct, uint32_t cls, uint64_t longest_ns)
+{
+    uint64_t units = longest_ns >= 0xffffull * VGPU_NODE_TURN_LONGEST_UNIT_NS
+                         ? 0xffffu
+                         : (longest_ns + VGPU_NODE_TURN_LONGEST_UNIT_NS - 1u) /
+                               VGPU_NODE_TURN_LONGEST_UNIT_NS;
+    return (pct & 0xffu) | (cls & 0xffu) << 8 | (uint32_t)units << 16;
+}
 #define VGPU_NODE_TURN_PCT(turn)  ((turn) & 0xffu)
 #define VGPU_NODE_TURN_CLASS(turn) (((turn) >> 8) & 0xffu)
 #define VGPU_NODE_TURN_LONGEST_NS(turn) ((uint64_t)((turn) >> 16) * VGPU_NODE_TURN_LONGEST_UNIT_NS)

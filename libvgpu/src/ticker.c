@@ -381,7 +381,7 @@ void vgpu_tick(uint64_t now)
                                    (LD(&c->light) ? VGPU_NODE_FLAG_LIGHT : 0u) |
                                    (LD(&c->capped) ? VGPU_NODE_FLAG_CAPPED : 0u) |
                                    (LD(&c->rest) ? VGPU_NODE_FLAG_REST : 0u),
-                               VGPU_NODE_TURN(LD(&c->share), turn_class(c, LD(&c->share)),
+                               vgpu_node_turn(LD(&c->share), turn_class(c, LD(&c->share)),
                                               LD(&c->period_longest))) != 0) {
                 c->node_slot = vgpu_node_claim(vgpu_cs.node, &vgpu_cs.me, c->uuid, now);
                 if (c->node_slot >= 0)
