@@ -57,7 +57,8 @@ struct vgpu_node_slot {
  * it asks for (limiter.h, lim_turn_class), bits 16-31 its own longest kernel once known, in
  * units of VGPU_NODE_TURN_LONGEST_UNIT_NS rounded up (0: none known yet; saturates at 0xffff,
  * ~4.3 s): what a neighbour whose own kernels are not known yet asks its class for
- * (lim_period_longest).  A function, not a macro: its longest kernel is an atomic load, read once. */
+ * (lim_period_longest).  A function, not a macro: its longest kernel is an atomic load, read
+ * once. */
 #define VGPU_NODE_TURN_LONGEST_UNIT_NS 65536ull
 static inline uint32_t vgpu_node_turn(uint32_t pct, uint32_t cls, uint64_t longest_ns)
 {
