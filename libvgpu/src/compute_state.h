@@ -72,6 +72,7 @@ struct vgpu_cdev {
     uint32_t waited_x100; /* ... the share of the time it waited in the gate (lim_waited_avg) */
     uint64_t claim_from, claim_until; /* a light one's claim: since when it has run without a
                                        * break, and until when it holds (gate.c; atomic) */
+    uint64_t claim_charged; /* ... the container's charged_ns when it began (atomic) */
     struct lim_idle idle; /* ... and its idle share's averages (lim_idle_avg; ticker only) */
     uint64_t use_charged, use_waited, use_at; /* its charged_ns, waited_ns at use_at, 0: anew */
     uint64_t use_since; /* when the averages started, 0 not yet */

@@ -379,8 +379,11 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
             now = wait_turn(c, charge, now);
             wait = lim_pacer_book(&c->blk->tat_ns, now, charge, limit,
                                   vgpu_turn_unpack(turn).period_ns);
-        } else if (LD(&c->sharing)) {
+        } else if (LD(&c->sharing) || light) {
+            /* a light one may spend a request's worth of credit at once (limiter.h) */
+            uint64_t tol = light ? lim_pacer_increment(LIM_LIGHT_BURST_NS, limit) : 0u;
             wait = lim_pacer_book_bursty(&c->blk->tat_ns, now, charge, limit,
+                                         tol > TOLERANCE_SHARED_NS ? tol : TOLERANCE_SHARED_NS,
                                          TOLERANCE_SHARED_NS);
         } else {
             wait = lim_pacer_book(&c->blk->tat_ns, now, charge, limit, TOLERANCE_NS);
@@ -429,9 +432,13 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
             __atomic_fetch_add(&c->claiming, 1u, __ATOMIC_SEQ_CST); /* before the claim */
             g->claimed = 1;
             vgpu_node_touch(vgpu_cs.node, c->node_slot, hz + LIM_LOW_QUEUE_NS);
-            if (LD(&c->light)) { /* how long its claim has run without a break (limiter.h) */
-                if (now > LD(&c->claim_until))
+            if (LD(&c->light)) { /* how long its claim has run without a break, and how much
+                                  * GPU time it was charged meanwhile (limiter.h) */
+                if (now > LD(&c->claim_until)) {
+                    uint64_t charged = LD(&c->blk->charged_ns);
                     ST(&c->claim_from, now);
+                    ST(&c->claim_charged, limit != 0 && charged >= raw ? charged - raw : charged);
+                }
                 ST(&c->claim_until, hz + LIM_LOW_QUEUE_NS + VGPU_NODE_LIGHT_GRACE_NS);
             }
         }

@@ -42,10 +42,12 @@ uint64_t lim_pacer_book(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns, uint32
 }
 
 uint64_t lim_pacer_book_bursty(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns,
-                               uint32_t limit_pct, uint64_t tolerance_ns)
+                               uint32_t limit_pct, uint64_t tolerance_ns, uint64_t burst_ns)
 {
     uint64_t base = book(tat, now_ns, cost_ns, limit_pct);
-    return base > now_ns + tolerance_ns ? base - now_ns : 0;
+    uint64_t keep = tolerance_ns - (burst_ns < tolerance_ns ? burst_ns : tolerance_ns);
+
+    return base > now_ns + tolerance_ns ? base - now_ns - keep : 0;
 }
 
 void lim_pacer_settle(uint64_t *tat, uint64_t charged_ns, uint64_t cost_ns, uint32_t limit_pct)
@@ -637,11 +639,17 @@ uint32_t lim_idle_share(struct lim_idle a)
     return (uint32_t)((double)(a.free_ns - a.charged_ns) * 1e4 / (double)a.free_ns);
 }
 
-int lim_held_back(uint32_t waited_x100, uint64_t longest_ns, uint64_t claim_run_ns)
+enum lim_hold lim_held_back(uint32_t waited_x100, uint64_t longest_ns, uint64_t claim_run_ns,
+                            uint64_t claim_charged_ns)
 {
-    return claim_run_ns >= LIM_LIGHT_RUN_MAX_NS ||
-           (longest_ns >= LIM_LIGHT_WAIT_LONGEST_NS &&
-            waited_x100 >= LIM_LIGHT_WAIT_LEAVE_PCT * 100u);
+    int idle_run = claim_charged_ns * 100u < claim_run_ns * LIM_LIGHT_RUN_BUSY_PCT;
+
+    if (claim_run_ns >= LIM_LIGHT_BURST_NS ||
+        (claim_run_ns >= LIM_LIGHT_RUN_MAX_NS && idle_run))
+        return LIM_HOLD_RUN;
+    if (longest_ns >= LIM_LIGHT_WAIT_LONGEST_NS && waited_x100 >= LIM_LIGHT_WAIT_LEAVE_PCT * 100u)
+        return LIM_HOLD_PACE;
+    return LIM_HOLD_NONE;
 }
 
 uint32_t lim_light(uint32_t was_light, uint32_t use_x100, uint32_t idle_x100, int held_back,

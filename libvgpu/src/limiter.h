@@ -46,12 +46,15 @@ void lim_pacer_settle(uint64_t *tat, uint64_t charged_ns, uint64_t cost_ns, uint
 uint64_t lim_pacer_increment(uint64_t cost_ns, uint32_t limit_pct);
 
 /* lim_pacer_book for a container that shares its GPU: once a launch has to wait, it waits until
- * the container has used up all its credit (`tat` = now) instead of only down to the tolerance,
- * so the launches that follow go in a burst of up to `tolerance_ns` of pace.  The long-run share
- * is the same; the GPU switches between the sharing contexts once per burst instead of once per
- * launch (a switch between two contexts costs the H200 tens of us). */
+ * the container has `burst_ns` of pace in credit again (`tat` = now + tolerance - burst; at most
+ * the tolerance) instead of only down to the tolerance, so the launches that follow go in a burst
+ * of up to `burst_ns` of pace.  The long-run share is the same; the GPU switches between the
+ * sharing contexts once per burst instead of once per launch (a switch between two contexts
+ * costs the H200 tens of us).  A light container's tolerance is longer than its bursts
+ * (LIM_LIGHT_BURST_NS): it may spend a request's worth of credit at once, but once over it waits
+ * for one burst's worth, not the whole. */
 uint64_t lim_pacer_book_bursty(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns,
-                               uint32_t limit_pct, uint64_t tolerance_ns);
+                               uint32_t limit_pct, uint64_t tolerance_ns, uint64_t burst_ns);
 
 /* ---- turns: time division between paced containers sharing a GPU ---------------------------
  * When two paced containers have kernels queued at the same time, the GPU time-slices between
@@ -555,6 +558,18 @@ int lim_may_take_rest(const struct lim_view *v);
  * 28 ms; the hold there is inferred, not logged: the simulated GPU reproduces it, 0.003 of the
  * GPU for 0.006 alone). */
 #define LIM_LIGHT_RUN_MAX_NS        10000000ull
+/* ... unless the claim kept the GPU busy: a request of one or a few long kernels (a model's
+ * forward pass of 10-50 ms, say) also claims without a break, but its GPU time over the claim
+ * is LIM_LIGHT_RUN_BUSY_PCT or more of it, where a launch-bound loop's is its busy share alone
+ * (~24 % for 1024² matmuls on the H100).  Held back at its first request before (stop 49), a
+ * request service of 2 x 12-ms kernels then 100 ms idle, at 30 beside a 70 loop, waited for its
+ * window on each request.  Such a busy claim is held back from LIM_LIGHT_BURST_NS on (a loop flat
+ * out that was light while it idled, resuming: its neighbours lose that much of the GPU at most
+ * once per hold), and the light container's pace lets a burst of that much GPU time go at once
+ * (its tolerance, lim_pacer_book_bursty; at most LIM_LIGHT_BURST_NS of GPU time, earned back at
+ * its share while it idles), so that the request does not wait in its pace either. */
+#define LIM_LIGHT_RUN_BUSY_PCT      75u
+#define LIM_LIGHT_BURST_NS          50000000ull
 #define LIM_LIGHT_RUN_SETTLE_MAX_NS 2400000000ull
 #define LIM_LIGHT_RUN_FORGET_NS     1000000000ull
 /* The use after one tick: `charged_ns` charged over `wall_ns`, in hundredths of a percent
@@ -592,9 +607,12 @@ struct lim_idle lim_idle_avg(struct lim_idle a, uint64_t charged_ns, uint64_t wa
 uint32_t lim_idle_share(struct lim_idle a);
 /* Whether a light container that waited that share of the time in the gate, its longest recent
  * kernels taking `longest_ns`, is held back by its own pace (LIM_LIGHT_WAIT_LEAVE_PCT), or has
- * claimed the GPU without a break for `claim_run_ns` (LIM_LIGHT_RUN_MAX_NS): either way it is
+ * claimed the GPU without a break for `claim_run_ns`, charged `claim_charged_ns` of GPU time
+ * meanwhile (LIM_LIGHT_RUN_MAX_NS, LIM_LIGHT_RUN_BUSY_PCT, LIM_LIGHT_BURST_NS): either way it is
  * light no more, and starts again busy (above). */
-int lim_held_back(uint32_t waited_x100, uint64_t longest_ns, uint64_t claim_run_ns);
+enum lim_hold { LIM_HOLD_NONE, LIM_HOLD_PACE, LIM_HOLD_RUN };
+enum lim_hold lim_held_back(uint32_t waited_x100, uint64_t longest_ns, uint64_t claim_run_ns,
+                            uint64_t claim_charged_ns);
 /* Whether a container paced at `limit_pct` with that use and idle share, averaged for
  * `since_ns`, is light, from whether it was (the hysteresis above; `held_back`, lim_held_back,
  * only ends a light spell). */

@@ -144,8 +144,8 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
                            int node_known)
 {
     uint32_t limit = LD(&c->limit), light, idle;
-    int held;
-    uint64_t run, mark = LD(&c->wait_mark), charged = LD(&b->charged_ns);
+    enum lim_hold held;
+    uint64_t run, run_charged, mark = LD(&c->wait_mark), charged = LD(&b->charged_ns);
     uint64_t waited = LD(&b->waited_ns);
 
     if (limit == 0 || !node_known || vgpu_cs.policy != LIM_POLICY_DEFAULT) {
@@ -181,28 +181,31 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
     /* its claim, running without a break since claim_from (gate.c), or none */
     run = LD(&c->light) && LD(&c->claim_until) > now && now > LD(&c->claim_from)
               ? now - LD(&c->claim_from) : 0u;
-    held = lim_held_back(c->waited_x100, LD(&c->longest), run);
+    run_charged = run != 0 && charged > LD(&c->claim_charged) ? charged - LD(&c->claim_charged)
+                                                               : 0u;
+    held = lim_held_back(c->waited_x100, LD(&c->longest), run, run_charged);
     /* against its share (a weight), not the pace it scales to (lim_share_scaled) */
-    light = lim_light(LD(&c->light), c->use_x100, idle, held, LD(&c->share),
+    light = lim_light(LD(&c->light), c->use_x100, idle, held != LIM_HOLD_NONE, LD(&c->share),
                       now > c->use_since ? now - c->use_since : 0u);
     if (light != LD(&c->light))
         vgpu_log(VGPU_LOG_INFO, "compute: used %u.%02u %% of the GPU lately at a %u %% share, "
                  "idle %u %% of the time, waited %u %%, longest kernel %llu us, claimed %llu ms "
-                 "without a break: %s",
+                 "without a break (%llu ms of GPU time): %s",
                  c->use_x100 / 100u, c->use_x100 % 100u, LD(&c->share), idle / 100u,
                  c->waited_x100 / 100u, (unsigned long long)(LD(&c->longest) / 1000u),
                  (unsigned long long)(run / 1000000u),
+                 (unsigned long long)(run_charged / 1000000u),
                  light ? "light (claims the GPU while busy, out of the turns)" : "no longer light");
     if (light && !LD(&c->light)) {
         c->waited_x100 = 0; /* its waits so far were for windows: from now on, for its pace */
         c->light_at = now;
-    } else if (!light && LD(&c->light) && held) {
+    } else if (!light && LD(&c->light) && held != LIM_HOLD_NONE) {
         /* held back (by its own pace, or a claim that ran on): it starts again busy (limiter.h) */
         c->use_x100 = 10000u;
         c->waited_x100 = 0;
         c->idle = (struct lim_idle){0, 0};
         c->use_since = now;
-        if (run >= LIM_LIGHT_RUN_MAX_NS) { /* a claim that ran on: out of light longer */
+        if (held == LIM_HOLD_RUN) { /* a claim that ran on: out of light longer */
             c->run_backoff = lim_run_backoff(c->run_backoff, now - c->light_at);
             c->use_since = now + (c->run_backoff - LIM_LIGHT_SETTLE_NS);
         }

@@ -227,10 +227,11 @@ def newcomer(tmp: Path, ll: Path, gpu: Gpu, shim: Path | None = None) -> dict[st
 
 # request services (kernel µs, kernels a request, idle µs after each, µs of requests back to
 # back first), beside a 70 % loop of 0.2-ms kernels synchronised every 4: the H200's `light`
-# section (bench_compute_shapes.py) with ~4096² and ~1024² matmuls' times; the last one idles
-# first (found light), then meets a burst, as the GPU benchmark's warm-up is
+# section (bench_compute_shapes.py) with ~4096² and ~1024² matmuls' times; the fifth one idles
+# first (found light), then meets a burst, as the GPU benchmark's warm-up is; the last one's
+# requests are 24 ms of GPU work (2 x ~16384² matmuls), longer than a light claim's 10 ms
 LIGHT = ((200, 8, 20_000, 0), (200, 8, 5_000, 0), (200, 8, 2_500, 0), (13, 1, 2_000, 0),
-         (13, 1, 2_000, 300_000))
+         (13, 1, 2_000, 300_000), (12_000, 2, 100_000, 0))
 LIGHT_IDLE_FIRST_US = 600_000  # a service that meets a burst idles that long first
 
 

@@ -2,10 +2,11 @@
  * tests/compute/test_controller_*.py.  It has no clock of its own: a fake clock and a fake GPU
  * (one queue, kernels back to back) let the tests check the pacer's arithmetic exactly.
  *
- *   limiter_driver pace LIMIT COST_NS RUN_NS TOL_NS QUEUE_NS [bursty]
+ *   limiter_driver pace LIMIT COST_NS RUN_NS TOL_NS QUEUE_NS [bursty [BURST_NS]]
  *       one launcher launching as fast as the pacer lets it; prints the busy share measured
  *       from 1 s on, the largest amount of work queued ahead of the GPU, and how many times
- *       the launcher had to wait (with "bursty": lim_pacer_book_bursty).
+ *       the launcher had to wait (with "bursty": lim_pacer_book_bursty, bursts of BURST_NS,
+ *       default TOL_NS).
  *   limiter_driver burst LIMIT COST_NS IDLE_NS TOL_NS
  *       after IDLE_NS of idleness, how many launches go without waiting (bounded credit).
  *   limiter_driver shared LIMIT COST_NS RUN_NS TOL_NS PROCS
@@ -24,7 +25,9 @@
  *   limiter_driver use AVG_X100 CHARGED_NS WALL_NS [CHARGED_NS WALL_NS ...]
  *       (prints lim_use_avg after each tick)
  *   limiter_driver light WAS_LIGHT USE_X100 IDLE_X100 HELD_BACK LIMIT SINCE_NS   (lim_light)
- *   limiter_driver heldback WAITED_X100 LONGEST_NS CLAIM_RUN_NS   (prints lim_held_back)
+ *   limiter_driver heldback WAITED_X100 LONGEST_NS CLAIM_RUN_NS [RUN_CHARGED_NS]
+ *       (prints lim_held_back: 0 not, 1 by its pace, 2 for a claim that ran on; the claim's
+ *       charged GPU time defaults to none)
  *   limiter_driver backoff LIGHT_NS [LIGHT_NS ...]   (prints lim_run_backoff after each hold,
  *       from none, each after that long light)
  *   limiter_driver idle FREE_NS CHARGED_NS  CHARGED_NS WAITED_NS WALL_NS [...]
@@ -76,12 +79,13 @@ static int cmd_pace(char **a)
     uint64_t tat = 0, now = 0, gpu_tail = 0, busy = 0, max_queued = 0, waits = 0;
     const uint64_t from = 1000000000ull, launch_cpu = 2000; /* 2 us of CPU per launch */
     int bursty = a[5] != NULL && strcmp(a[5], "bursty") == 0;
+    uint64_t burst = bursty && a[6] != NULL ? arg_u64(a[6]) : tol;
 
     while (now < run) {
         uint64_t wait, start;
         if (gpu_tail > now + queue) /* the queue bound: wait for the GPU */
             now = gpu_tail - queue;
-        wait = bursty ? lim_pacer_book_bursty(&tat, now, cost, limit, tol)
+        wait = bursty ? lim_pacer_book_bursty(&tat, now, cost, limit, tol, burst)
                       : lim_pacer_book(&tat, now, cost, limit, tol);
         waits += wait > 0;
         now += wait;
@@ -324,9 +328,9 @@ int main(int argc, char **argv)
         return cmd_avg(argc, argv, lim_cpu_wait_avg);
     if (argc >= 5 && argc % 2 == 1 && strcmp(argv[1], "use") == 0)
         return cmd_avg(argc, argv, lim_use_avg);
-    if (argc == 5 && strcmp(argv[1], "heldback") == 0) {
-        printf("%d\n", lim_held_back((uint32_t)arg_u64(argv[2]), arg_u64(argv[3]),
-                                     arg_u64(argv[4])));
+    if ((argc == 5 || argc == 6) && strcmp(argv[1], "heldback") == 0) {
+        printf("%d\n", (int)lim_held_back((uint32_t)arg_u64(argv[2]), arg_u64(argv[3]),
+                                          arg_u64(argv[4]), argc == 6 ? arg_u64(argv[5]) : 0));
         return 0;
     }
     if (argc >= 3 && strcmp(argv[1], "backoff") == 0) {
