@@ -73,6 +73,7 @@ struct vgpu_cdev {
     uint64_t claim_from, claim_until; /* a light one's claim: since when it has run without a
                                        * break, and until when it holds (gate.c; atomic) */
     uint64_t claim_charged; /* ... the container's charged_ns when it began (atomic) */
+    uint64_t claim_gap;     /* ... how long it had nothing queued before it began (`gap`) */
     struct lim_idle idle; /* ... and its idle share's averages (lim_idle_avg; ticker only) */
     uint64_t use_charged, use_waited, use_at; /* its charged_ns, waited_ns at use_at, 0: anew */
     uint64_t use_since; /* when the averages started, 0 not yet */

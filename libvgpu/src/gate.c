@@ -438,6 +438,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
                     uint64_t charged = LD(&c->blk->charged_ns);
                     ST(&c->claim_from, now);
                     ST(&c->claim_charged, limit != 0 && charged >= raw ? charged - raw : charged);
+                    ST(&c->claim_gap, LD(&c->gap));
                 }
                 ST(&c->claim_until, hz + LIM_LOW_QUEUE_NS + VGPU_NODE_LIGHT_GRACE_NS);
             }

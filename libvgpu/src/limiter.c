@@ -50,6 +50,15 @@ uint64_t lim_pacer_book_bursty(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns,
     return base > now_ns + tolerance_ns ? base - now_ns - keep : 0;
 }
 
+void lim_pacer_forgive(uint64_t *tat, uint64_t now_ns)
+{
+    uint64_t old = __atomic_load_n(tat, __ATOMIC_RELAXED);
+
+    while (old > now_ns && !__atomic_compare_exchange_n(tat, &old, now_ns, 1, __ATOMIC_RELAXED,
+                                                        __ATOMIC_RELAXED)) {
+    }
+}
+
 void lim_pacer_settle(uint64_t *tat, uint64_t charged_ns, uint64_t cost_ns, uint32_t limit_pct)
 {
     uint64_t paid = lim_pacer_increment(charged_ns, limit_pct);
@@ -639,13 +648,12 @@ uint32_t lim_idle_share(struct lim_idle a)
     return (uint32_t)((double)(a.free_ns - a.charged_ns) * 1e4 / (double)a.free_ns);
 }
 
-enum lim_hold lim_held_back(uint32_t waited_x100, uint64_t longest_ns, uint64_t claim_run_ns,
-                            uint64_t claim_charged_ns)
+enum lim_hold lim_held_back(uint32_t waited_x100, uint64_t longest_ns, struct lim_claim claim)
 {
-    int idle_run = claim_charged_ns * 100u < claim_run_ns * LIM_LIGHT_RUN_BUSY_PCT;
+    int request = claim.gap_ns < LIM_LIGHT_RUN_GAP_NS &&
+                  claim.charged_ns * 100u >= claim.run_ns * LIM_LIGHT_RUN_BUSY_PCT;
 
-    if (claim_run_ns >= LIM_LIGHT_BURST_NS ||
-        (claim_run_ns >= LIM_LIGHT_RUN_MAX_NS && idle_run))
+    if (claim.run_ns >= LIM_LIGHT_BURST_NS || (claim.run_ns >= LIM_LIGHT_RUN_MAX_NS && !request))
         return LIM_HOLD_RUN;
     if (longest_ns >= LIM_LIGHT_WAIT_LONGEST_NS && waited_x100 >= LIM_LIGHT_WAIT_LEAVE_PCT * 100u)
         return LIM_HOLD_PACE;

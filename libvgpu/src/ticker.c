@@ -145,7 +145,8 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
 {
     uint32_t limit = LD(&c->limit), light, idle;
     enum lim_hold held;
-    uint64_t run, run_charged, mark = LD(&c->wait_mark), charged = LD(&b->charged_ns);
+    struct lim_claim claim;
+    uint64_t run, mark = LD(&c->wait_mark), charged = LD(&b->charged_ns);
     uint64_t waited = LD(&b->waited_ns);
 
     if (limit == 0 || !node_known || vgpu_cs.policy != LIM_POLICY_DEFAULT) {
@@ -181,9 +182,10 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
     /* its claim, running without a break since claim_from (gate.c), or none */
     run = LD(&c->light) && LD(&c->claim_until) > now && now > LD(&c->claim_from)
               ? now - LD(&c->claim_from) : 0u;
-    run_charged = run != 0 && charged > LD(&c->claim_charged) ? charged - LD(&c->claim_charged)
-                                                               : 0u;
-    held = lim_held_back(c->waited_x100, LD(&c->longest), run, run_charged);
+    claim = (struct lim_claim){run, 0u, LD(&c->claim_gap)};
+    if (run != 0 && charged > LD(&c->claim_charged))
+        claim.charged_ns = charged - LD(&c->claim_charged);
+    held = lim_held_back(c->waited_x100, LD(&c->longest), claim);
     /* against its share (a weight), not the pace it scales to (lim_share_scaled) */
     light = lim_light(LD(&c->light), c->use_x100, idle, held != LIM_HOLD_NONE, LD(&c->share),
                       now > c->use_since ? now - c->use_since : 0u);
@@ -194,13 +196,16 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
                  c->use_x100 / 100u, c->use_x100 % 100u, LD(&c->share), idle / 100u,
                  c->waited_x100 / 100u, (unsigned long long)(LD(&c->longest) / 1000u),
                  (unsigned long long)(run / 1000000u),
-                 (unsigned long long)(run_charged / 1000000u),
+                 (unsigned long long)(claim.charged_ns / 1000000u),
                  light ? "light (claims the GPU while busy, out of the turns)" : "no longer light");
     if (light && !LD(&c->light)) {
         c->waited_x100 = 0; /* its waits so far were for windows: from now on, for its pace */
         c->light_at = now;
-    } else if (!light && LD(&c->light) && held != LIM_HOLD_NONE) {
-        /* held back (by its own pace, or a claim that ran on): it starts again busy (limiter.h) */
+    } else if (!light && LD(&c->light) && (held != LIM_HOLD_NONE || run != 0)) {
+        /* held back (by its own pace, or a claim that ran on), or past its share while its claim
+         * runs (a loop resumed flat out, its credit spent at once): it starts again busy
+         * (limiter.h), owing its pace nothing (lim_pacer_forgive) */
+        lim_pacer_forgive(&c->blk->tat_ns, now);
         c->use_x100 = 10000u;
         c->waited_x100 = 0;
         c->idle = (struct lim_idle){0, 0};

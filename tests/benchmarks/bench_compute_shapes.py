@@ -1161,9 +1161,12 @@ def bench_priority(r: Runner) -> dict:
 
 # requests of 8 × 4096² (~1.5 ms on the H200) every ~20 ms (~7 % busy alone: under half its
 # share), every ~6.5 ms (~23 %: most of its share) and every ~4 ms (~35 %: more than its share,
-# which it should still get), and of one 1024² every ~2 ms (tiny requests, hundreds a second)
+# which it should still get), of one 1024² every ~2 ms (tiny requests, hundreds a second), and
+# of 2 × 16384² (~24 ms on the H100) every ~125 ms (~19 %: requests longer than a light claim's
+# 10 ms, limiter.h LIM_LIGHT_RUN_BUSY_PCT)
 LIGHT_SERVICES = (Shape("mm", 4096, sync=8, idle_ms=20.0), Shape("mm", 4096, sync=8, idle_ms=5.0),
-                  Shape("mm", 4096, sync=8, idle_ms=2.5), Shape("mm", 1024, sync=1, idle_ms=2.0))
+                  Shape("mm", 4096, sync=8, idle_ms=2.5), Shape("mm", 1024, sync=1, idle_ms=2.0),
+                  Shape("mm", 16384, sync=2, idle_ms=100.0))
 
 
 def bench_light(r: Runner, services: tuple[Shape, ...] = LIGHT_SERVICES,

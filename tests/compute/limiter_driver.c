@@ -25,9 +25,9 @@
  *   limiter_driver use AVG_X100 CHARGED_NS WALL_NS [CHARGED_NS WALL_NS ...]
  *       (prints lim_use_avg after each tick)
  *   limiter_driver light WAS_LIGHT USE_X100 IDLE_X100 HELD_BACK LIMIT SINCE_NS   (lim_light)
- *   limiter_driver heldback WAITED_X100 LONGEST_NS CLAIM_RUN_NS [RUN_CHARGED_NS]
+ *   limiter_driver heldback WAITED_X100 LONGEST_NS CLAIM_RUN_NS [RUN_CHARGED_NS [GAP_NS]]
  *       (prints lim_held_back: 0 not, 1 by its pace, 2 for a claim that ran on; the claim's
- *       charged GPU time defaults to none)
+ *       charged GPU time and the pause before it default to none)
  *   limiter_driver backoff LIGHT_NS [LIGHT_NS ...]   (prints lim_run_backoff after each hold,
  *       from none, each after that long light)
  *   limiter_driver idle FREE_NS CHARGED_NS  CHARGED_NS WAITED_NS WALL_NS [...]
@@ -328,9 +328,10 @@ int main(int argc, char **argv)
         return cmd_avg(argc, argv, lim_cpu_wait_avg);
     if (argc >= 5 && argc % 2 == 1 && strcmp(argv[1], "use") == 0)
         return cmd_avg(argc, argv, lim_use_avg);
-    if ((argc == 5 || argc == 6) && strcmp(argv[1], "heldback") == 0) {
-        printf("%d\n", (int)lim_held_back((uint32_t)arg_u64(argv[2]), arg_u64(argv[3]),
-                                          arg_u64(argv[4]), argc == 6 ? arg_u64(argv[5]) : 0));
+    if (argc >= 5 && argc <= 7 && strcmp(argv[1], "heldback") == 0) {
+        struct lim_claim claim = {arg_u64(argv[4]), argc >= 6 ? arg_u64(argv[5]) : 0,
+                                  argc == 7 ? arg_u64(argv[6]) : 0};
+        printf("%d\n", (int)lim_held_back((uint32_t)arg_u64(argv[2]), arg_u64(argv[3]), claim));
         return 0;
     }
     if (argc >= 3 && strcmp(argv[1], "backoff") == 0) {

@@ -90,8 +90,18 @@ def test_a_light_one_that_claims_without_a_break_and_leaves_the_gpu_idle_is_held
                           (50 * MS, 50 * MS, RUN), (80 * MS, 200 * MS, RUN)])
 def test_a_light_one_whose_claim_keeps_the_gpu_busy_runs_a_request_s_length(
         limiter_driver, run_ns: int, charged_ns: int, want: int) -> None:
-    # a request of a few long kernels (2 x 12 ms) claims without a break, its GPU busy all along
-    assert int(limiter_driver.run("heldback", 0, 12 * MS, run_ns, charged_ns)) == want
+    # a request of a few long kernels (2 x 12 ms) claims without a break, its GPU busy all along,
+    # 100 ms after the last one's end
+    assert int(limiter_driver.run("heldback", 0, 12 * MS, run_ns, charged_ns, 100 * MS)) == want
+
+
+@pytest.mark.parametrize(("gap_ns", "want"), [(0, 0), (250 * MS - 1, 0), (250 * MS, RUN),
+                                              (1500 * MS, RUN)])
+def test_a_busy_claim_after_a_long_pause_is_a_loop_starting_not_a_request(
+        limiter_driver, gap_ns: int, want: int) -> None:
+    # light because it idled (a model loaded and waiting), its loop starting flat out: the 10-ms
+    # bound, however busy its claim
+    assert int(limiter_driver.run("heldback", 0, 12 * MS, 20 * MS, 20 * MS, gap_ns)) == want
 
 
 def test_each_hold_for_a_claim_that_ran_on_lasts_twice_the_last_until_it_stays_light_a_second(
