@@ -268,6 +268,17 @@ static uint64_t must_wait(struct vgpu_cdev *c, uint64_t now, uint64_t cost)
     return w == 0 ? 0 : now + (w < SLEEP_CHUNK_NS ? w : SLEEP_CHUNK_NS);
 }
 
+/* How long a light one had nothing queued before its claim began: before this launch, where it
+ * begins one (as `gap` will read), else the claim's (limiter.h, LIM_LIGHT_RUN_GAP_NS). */
+static uint64_t claim_gap(const struct vgpu_cdev *c, uint64_t came, uint64_t now)
+{
+    uint64_t hz = LD(&c->horizon);
+
+    if (now > LD(&c->claim_until))
+        return came > hz ? came - hz : 0u;
+    return LD(&c->claim_gap);
+}
+
 /* The gate proper, for a launch of `key` on `stream` on device `d` (vgpu_compute_enter). */
 void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d, uint64_t now,
                     struct vgpu_capture_mode *m)
@@ -381,7 +392,8 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
                                   vgpu_turn_unpack(turn).period_ns);
         } else if (LD(&c->sharing) || light) {
             /* a light one may spend a request's worth of credit at once (limiter.h) */
-            uint64_t tol = light ? lim_pacer_increment(LIM_LIGHT_BURST_NS, limit) : 0u;
+            uint64_t tol = light && claim_gap(c, came, now) < LIM_LIGHT_RUN_GAP_NS
+                               ? lim_pacer_increment(LIM_LIGHT_BURST_NS, limit) : 0u;
             wait = lim_pacer_book_bursty(&c->blk->tat_ns, now, charge, limit,
                                          tol > TOLERANCE_SHARED_NS ? tol : TOLERANCE_SHARED_NS,
                                          TOLERANCE_SHARED_NS);

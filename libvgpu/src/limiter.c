@@ -50,15 +50,6 @@ uint64_t lim_pacer_book_bursty(uint64_t *tat, uint64_t now_ns, uint64_t cost_ns,
     return base > now_ns + tolerance_ns ? base - now_ns - keep : 0;
 }
 
-void lim_pacer_forgive(uint64_t *tat, uint64_t now_ns)
-{
-    uint64_t old = __atomic_load_n(tat, __ATOMIC_RELAXED);
-
-    while (old > now_ns && !__atomic_compare_exchange_n(tat, &old, now_ns, 1, __ATOMIC_RELAXED,
-                                                        __ATOMIC_RELAXED)) {
-    }
-}
-
 void lim_pacer_settle(uint64_t *tat, uint64_t charged_ns, uint64_t cost_ns, uint32_t limit_pct)
 {
     uint64_t paid = lim_pacer_increment(charged_ns, limit_pct);

@@ -203,9 +203,7 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
         c->light_at = now;
     } else if (!light && LD(&c->light) && (held != LIM_HOLD_NONE || run != 0)) {
         /* held back (by its own pace, or a claim that ran on), or past its share while its claim
-         * runs (a loop resumed flat out, its credit spent at once): it starts again busy
-         * (limiter.h), owing its pace nothing (lim_pacer_forgive) */
-        lim_pacer_forgive(&c->blk->tat_ns, now);
+         * runs (busy): it starts again busy (limiter.h) */
         c->use_x100 = 10000u;
         c->waited_x100 = 0;
         c->idle = (struct lim_idle){0, 0};
