@@ -268,15 +268,20 @@ static uint64_t must_wait(struct vgpu_cdev *c, uint64_t now, uint64_t cost)
     return w == 0 ? 0 : now + (w < SLEEP_CHUNK_NS ? w : SLEEP_CHUNK_NS);
 }
 
-/* How long a light one had nothing queued before its claim began: before this launch, where it
- * begins one (as `gap` will read), else the claim's (limiter.h, LIM_LIGHT_RUN_GAP_NS). */
-static uint64_t claim_gap(const struct vgpu_cdev *c, uint64_t came, uint64_t now)
+/* How long this process had nothing queued on `c`'s device before a launch that came at
+ * `came` (`gap`). */
+static uint64_t gap_before(const struct vgpu_cdev *c, uint64_t came)
 {
     uint64_t hz = LD(&c->horizon);
 
-    if (now > LD(&c->claim_until))
-        return came > hz ? came - hz : 0u;
-    return LD(&c->claim_gap);
+    return came > hz ? came - hz : 0u;
+}
+
+/* How long a light one had nothing queued before its claim began: before this launch, where it
+ * begins one, else the claim's (limiter.h, LIM_LIGHT_RUN_GAP_NS). */
+static uint64_t claim_gap(const struct vgpu_cdev *c, uint64_t came, uint64_t now)
+{
+    return now > LD(&c->claim_until) ? gap_before(c, came) : LD(&c->claim_gap);
 }
 
 /* The gate proper, for a launch of `key` on `stream` on device `d` (vgpu_compute_enter). */
@@ -432,7 +437,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
          * little long than a starting high-priority job is seen idle while its first kernels
          * wait. */
         uint64_t hz = LD(&c->horizon);
-        ST(&c->gap, came > hz ? came - hz : 0u);
+        ST(&c->gap, gap_before(c, came));
         hz = (hz > now ? hz : now) + queued;
         ST(&c->horizon, hz);
         publish_busy(c, hz);
