@@ -561,12 +561,13 @@ int lim_may_take_rest(const struct lim_view *v);
 /* ... unless the claim kept the GPU busy: a request of one or a few long kernels (a model's
  * forward pass of 10-50 ms, say) also claims without a break, but the GPU time its container
  * was charged over the claim is LIM_LIGHT_RUN_BUSY_PCT or more of it, where a launch-bound
- * loop's is its busy share alone (~24 % for 1024² matmuls on the H100).  Such a busy claim is
- * held back from LIM_LIGHT_BURST_NS on (a loop flat out resuming after a pause shorter than
- * LIM_LIGHT_RUN_GAP_NS: its neighbours lose that much of the GPU at most, once per hold, where
- * they lost 10 ms before), and a light container's pace
- * lets that much GPU time go at once (its tolerance, lim_pacer_book_bursty; earned back at its
- * share while it idles), so that the request does not wait in its pace either.  Until stop 49 a
+ * loop's is about its busy share alone (NVML: ~24 % for 1024² matmuls on the H100; its charged
+ * share there was not read, and a container of two such processes, 99 % busy alone, may pass).
+ * Such a busy claim is held back from LIM_LIGHT_BURST_NS on (a loop flat out resuming after a
+ * pause shorter than LIM_LIGHT_RUN_GAP_NS: its neighbours lose that much of the GPU at most, once
+ * per hold, where they lost 10 ms before), and a light container's pace lets that much GPU time
+ * go at once (its tolerance, lim_pacer_book_bursty; earned back at its share while it idles), so
+ * that the request does not wait in its pace either.  Until stop 49 a
  * service of 2 x 12-ms kernels every ~124 ms at 30 beside a 70 loop was held back at its first
  * request and waited for its window on each one after: 64.6 % of its alone speed on the
  * simulated GPU, 99.9 % since (bench_compute_sim.py --only light). */
