@@ -25,10 +25,10 @@ def test_uprobe_counts_the_bytes_another_process_allocated(cudaprobe, sim_gpu):
     # Not cuMemAlloc_v2: must not be counted.
     steps += [f"async:{8 * MiB}", f"vmmmap:{2 * MiB}"]
     proc = cudaprobe.start("init", "primary:0", "wait", *steps, "wait", env=sim_gpu.env)
-    bpf = BPF(src_file=str(Path(PROGS / "alloc_bytes.bpf.c")))
+    bpf = BPF(src_file=bytes(Path(PROGS / "alloc_bytes.bpf.c")))
     try:
         proc.wait_for()  # context made, nothing allocated yet
-        bpf.attach_uprobe(name=str(libcuda), sym=b"cuMemAlloc_v2", fn_name=b"on_cuMemAlloc_v2",
+        bpf.attach_uprobe(name=bytes(libcuda), sym=b"cuMemAlloc_v2", fn_name=b"on_cuMemAlloc_v2",
                           pid=proc.pid)
         proc.resume()
         rows = proc.wait_for()  # all allocations done, memory held
