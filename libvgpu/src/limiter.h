@@ -562,7 +562,7 @@ int lim_may_take_rest(const struct lim_view *v);
  * forward pass of 10-50 ms, say) also claims without a break, but the GPU time its container
  * was charged over the claim is LIM_LIGHT_RUN_BUSY_PCT or more of it, where a launch-bound
  * loop's is about its busy share alone (NVML: ~24 % for 1024² matmuls on the H100; its charged
- * share there was not read; simulated GPU, two processes of 5-us kernels: 28-39 %; a container
+ * share there was not read; simulated GPU, two processes of 5-us kernels: 18-39 %; a container
  * of such processes 99 % busy alone, light under a larger share, may pass).
  * Such a busy claim is held back from LIM_LIGHT_BURST_NS on (a loop flat out resuming after a
  * pause shorter than LIM_LIGHT_RUN_GAP_NS: its neighbours lose that much of the GPU at most, once
