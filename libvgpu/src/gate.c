@@ -268,12 +268,10 @@ static uint64_t must_wait(struct vgpu_cdev *c, uint64_t now, uint64_t cost)
     return w == 0 ? 0 : now + (w < SLEEP_CHUNK_NS ? w : SLEEP_CHUNK_NS);
 }
 
-/* How long this process had nothing queued on `c`'s device before a launch that came at
- * `came` (`gap`). */
-static uint64_t gap_before(const struct vgpu_cdev *c, uint64_t came)
+/* How long this process had nothing queued on a device before a launch that came at `came`,
+ * its busy horizon `hz` (`gap`). */
+static uint64_t gap_before(uint64_t came, uint64_t hz)
 {
-    uint64_t hz = LD(&c->horizon);
-
     return came > hz ? came - hz : 0u;
 }
 
@@ -281,7 +279,7 @@ static uint64_t gap_before(const struct vgpu_cdev *c, uint64_t came)
  * begins one, else the claim's (limiter.h, LIM_LIGHT_RUN_GAP_NS). */
 static uint64_t claim_gap(const struct vgpu_cdev *c, uint64_t came, uint64_t now)
 {
-    return now > LD(&c->claim_until) ? gap_before(c, came) : LD(&c->claim_gap);
+    return now > LD(&c->claim_until) ? gap_before(came, LD(&c->horizon)) : LD(&c->claim_gap);
 }
 
 /* The gate proper, for a launch of `key` on `stream` on device `d` (vgpu_compute_enter). */
@@ -437,7 +435,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
          * little long than a starting high-priority job is seen idle while its first kernels
          * wait. */
         uint64_t hz = LD(&c->horizon);
-        ST(&c->gap, gap_before(c, came));
+        ST(&c->gap, gap_before(came, hz));
         hz = (hz > now ? hz : now) + queued;
         ST(&c->horizon, hz);
         publish_busy(c, hz);
