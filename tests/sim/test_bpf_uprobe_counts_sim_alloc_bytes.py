@@ -4,8 +4,6 @@ simulated context).  This is the eBPF audit path, end to end, on a machine witho
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from sim_helpers import PROGS, nvml_view
 
@@ -25,7 +23,7 @@ def test_uprobe_counts_the_bytes_another_process_allocated(cudaprobe, sim_gpu):
     # Not cuMemAlloc_v2: must not be counted.
     steps += [f"async:{8 * MiB}", f"vmmmap:{2 * MiB}"]
     proc = cudaprobe.start("init", "primary:0", "wait", *steps, "wait", env=sim_gpu.env)
-    bpf = BPF(src_file=bytes(Path(PROGS / "alloc_bytes.bpf.c")))
+    bpf = BPF(src_file=bytes(PROGS / "alloc_bytes.bpf.c"))
     try:
         proc.wait_for()  # context made, nothing allocated yet
         bpf.attach_uprobe(name=bytes(libcuda), sym=b"cuMemAlloc_v2", fn_name=b"on_cuMemAlloc_v2",
