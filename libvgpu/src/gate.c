@@ -395,8 +395,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
                                   vgpu_turn_unpack(turn).period_ns);
         } else if (LD(&c->sharing) || light) {
             /* a light one may spend a request's worth of credit at once (limiter.h) */
-            uint64_t tol = light && claim_gap(c, came, now) < LIM_LIGHT_RUN_GAP_NS
-                               ? lim_pacer_increment(LIM_LIGHT_BURST_NS, limit) : 0u;
+            uint64_t tol = light ? lim_light_tolerance(claim_gap(c, came, now), limit) : 0u;
             wait = lim_pacer_book_bursty(&c->blk->tat_ns, now, charge, limit,
                                          tol > TOLERANCE_SHARED_NS ? tol : TOLERANCE_SHARED_NS,
                                          TOLERANCE_SHARED_NS);
@@ -454,8 +453,13 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
                     ST(&c->claim_from, now);
                     ST(&c->claim_charged, limit != 0 && charged >= raw ? charged - raw : charged);
                     ST(&c->claim_gap, LD(&c->gap));
+                    vgpu_log(VGPU_LOG_DEBUG, "compute: a light claim begins %llu us after its "
+                             "previous work: %llu us of pace in credit at once",
+                             (unsigned long long)(LD(&c->gap) / 1000u),
+                             (unsigned long long)(lim_light_tolerance(LD(&c->gap), limit) /
+                                                  1000u));
                 }
-                ST(&c->claim_until, hz + LIM_LOW_QUEUE_NS + VGPU_NODE_LIGHT_GRACE_NS);
+                ST(&c->claim_until, hz + LIM_LIGHT_CLAIM_JOIN_NS);
             }
         }
     }

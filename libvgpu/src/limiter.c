@@ -664,6 +664,11 @@ uint32_t lim_light(uint32_t was_light, uint32_t use_x100, uint32_t idle_x100, in
            idle_x100 >= LIM_LIGHT_IDLE_ENTER_PCT * 100u;
 }
 
+uint64_t lim_light_tolerance(uint64_t gap_ns, uint32_t limit_pct)
+{
+    return gap_ns < LIM_LIGHT_RUN_GAP_NS ? lim_pacer_increment(LIM_LIGHT_BURST_NS, limit_pct) : 0u;
+}
+
 uint64_t lim_run_backoff(uint64_t last_ns, uint64_t light_ns)
 {
     if (last_ns == 0 || light_ns >= LIM_LIGHT_RUN_FORGET_NS)

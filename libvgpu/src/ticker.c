@@ -306,6 +306,18 @@ static int keep_claim(struct vgpu_cdev *c, uint64_t now, uint64_t claim)
     return w == WORK_LATE;
 }
 
+/* A light one's claim, still running at `now`, runs on LIM_LIGHT_CLAIM_JOIN_NS from now (a
+ * launch that begins a new claim meanwhile keeps its own end). */
+static void keep_light_claim(struct vgpu_cdev *c, uint64_t now)
+{
+    uint64_t until = LD(&c->claim_until);
+
+    while (until >= now && until < now + LIM_LIGHT_CLAIM_JOIN_NS &&
+           !__atomic_compare_exchange_n(&c->claim_until, &until, now + LIM_LIGHT_CLAIM_JOIN_NS, 0,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
 /* Between ticks, every `every` (WATCH_NS, WATCH_LIGHT_NS): a claiming process (a high-priority
  * one, or a light one) beside lows keeps its claim (its node slot's activity) `every` + the claim
  * grace ahead while its work runs late, so that lows do not
@@ -329,8 +341,12 @@ static void watch(uint64_t now, uint64_t every)
         if (c->node_slot < 0 || !LD(&c->track) || !claims(c))
             continue;
         claim = __atomic_load_n(&vgpu_cs.node->slots[c->node_slot].active_ns, __ATOMIC_SEQ_CST);
-        if (keep_claim(c, now, claim) && claim < now + every)
+        if (!keep_claim(c, now, claim))
+            continue;
+        if (claim < now + every)
             vgpu_node_touch(vgpu_cs.node, c->node_slot, now + 2u * every);
+        if (LD(&c->light)) /* its claim runs on with its late work (LIM_LIGHT_CLAIM_JOIN_NS) */
+            keep_light_claim(c, now);
     }
 }
 

@@ -451,6 +451,7 @@ class Runner:
         light = 0  # times the shim logged the container found light (LIBCUDA_LOG_LEVEL=3)
         verdicts: list[str] = []  # the shim's light verdicts over the run, in order
         turns: list[str] = []  # its turn windows as they changed (LIBCUDA_LOG_LEVEL=4), in order
+        claims: list[str] = []  # its light claims as they began (LIBCUDA_LOG_LEVEL=4), in order
         for p in procs:
             p.wait(timeout=300)
             p.out_file.seek(0)
@@ -467,6 +468,8 @@ class Runner:
                          if "compute: used" in x]
             turns += [x.split(": ", 2)[2] for x in err.splitlines()
                       if "compute: device" in x and "turns" in x]
+            claims += [x.split("compute: ", 1)[1] for x in err.splitlines()
+                       if "compute: a light claim" in x]
         res = []
         for phases in zip(*per, strict=True):
             r = dict(phases[0])
@@ -475,6 +478,7 @@ class Runner:
             r["found_light"] = light
             r["light_verdicts"] = verdicts[:LIGHT_VERDICTS_KEPT]
             r["turn_log"] = turns[:LIGHT_VERDICTS_KEPT]
+            r["claim_log"] = claims[:LIGHT_VERDICTS_KEPT]
             r["steps_per_s"] = sum(x["steps_per_s"] for x in phases)
             r["t1"] = max(x["t1"] for x in phases)
             r["t2"] = min(x["t2"] for x in phases)
@@ -1095,7 +1099,8 @@ def bench_newcomer(r: Runner, shapes: tuple[Shape, ...] = NEWCOMER, rounds: int 
                                 "waited_pct": round(paired.get("waited_pct", 0.0), 1)},
                "found_light": [ra[-1].get("found_light"), rb[-1].get("found_light")],
                "newcomer_log": {"light": rb[-1].get("light_verdicts", []),
-                                "turns": rb[-1].get("turn_log", [])},
+                                "turns": rb[-1].get("turn_log", []),
+                                "claims": rb[-1].get("claim_log", [])},
                "newcomer_paired": {"charged_pct": round(rb[-1].get("charged_pct", 0.0), 1),
                                    "waited_pct": round(rb[-1].get("waited_pct", 0.0), 1),
                                    "step_p50_ms": rb[-1].get("step_p50_ms")},

@@ -28,6 +28,7 @@
  *   limiter_driver heldback WAITED_X100 LONGEST_NS CLAIM_RUN_NS [RUN_CHARGED_NS [GAP_NS]]
  *       (prints lim_held_back: 0 not, 1 by its pace, 2 for a claim that ran on; the claim's
  *       charged GPU time and the pause before it default to none)
+ *   limiter_driver lighttol GAP_NS LIMIT   (prints lim_light_tolerance)
  *   limiter_driver backoff LIGHT_NS [LIGHT_NS ...]   (prints lim_run_backoff after each hold,
  *       from none, each after that long light)
  *   limiter_driver idle FREE_NS CHARGED_NS  CHARGED_NS WAITED_NS WALL_NS [...]
@@ -332,6 +333,11 @@ int main(int argc, char **argv)
         struct lim_claim claim = {arg_u64(argv[4]), argc >= 6 ? arg_u64(argv[5]) : 0,
                                   argc == 7 ? arg_u64(argv[6]) : 0};
         printf("%d\n", (int)lim_held_back((uint32_t)arg_u64(argv[2]), arg_u64(argv[3]), claim));
+        return 0;
+    }
+    if (argc == 4 && strcmp(argv[1], "lighttol") == 0) {
+        printf("%llu\n", (unsigned long long)lim_light_tolerance(arg_u64(argv[2]),
+                                                                 (uint32_t)arg_u64(argv[3])));
         return 0;
     }
     if (argc >= 3 && strcmp(argv[1], "backoff") == 0) {

@@ -104,6 +104,16 @@ def test_a_busy_claim_after_a_long_pause_is_a_loop_starting_not_a_request(
     assert int(limiter_driver.run("heldback", 0, 12 * MS, 20 * MS, 20 * MS, gap_ns)) == want
 
 
+@pytest.mark.parametrize(("gap_ms", "limit", "want_ms"), [(100, 30, 166), (249, 50, 100),
+                                                         (250, 30, 0), (13_000, 30, 0)])
+def test_a_request_may_spend_fifty_ms_of_gpu_time_at_once_and_a_loop_starting_none(
+        limiter_driver, gap_ms: int, limit: int, want_ms: int) -> None:
+    # a claim begun after a pause shorter than 250 ms is a request: its pace lets 50 ms of GPU
+    # time go at once (166 ms of pace at 30 %); after a longer one, the shared pace's own
+    ms = 1_000_000
+    assert int(limiter_driver.run("lighttol", gap_ms * ms, limit)) // ms == want_ms
+
+
 def test_each_hold_for_a_claim_that_ran_on_lasts_twice_the_last_until_it_stays_light_a_second(
         limiter_driver) -> None:
     # a launch-bound loop is light ~20 ms each time: 0.3, 0.6, 1.2, then 2.4 s out of light; a
