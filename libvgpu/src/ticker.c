@@ -306,13 +306,15 @@ static int keep_claim(struct vgpu_cdev *c, uint64_t now, uint64_t claim)
     return w == WORK_LATE;
 }
 
-/* A light one's claim, still running at `now`, runs on LIM_LIGHT_CLAIM_JOIN_NS from now (a
- * launch that begins a new claim meanwhile keeps its own end). */
+/* A light one's claim, its work running late at `now`, runs on LIM_LIGHT_CLAIM_JOIN_NS from now,
+ * though it ended by its estimate: the watch begins at the tick after the launch (`watching`),
+ * and a kernel of unknown cost (estimated ~1 ms) outlived its claim before that (a launch that
+ * begins a new claim meanwhile keeps its own end). */
 static void keep_light_claim(struct vgpu_cdev *c, uint64_t now)
 {
     uint64_t until = LD(&c->claim_until);
 
-    while (until >= now && until < now + LIM_LIGHT_CLAIM_JOIN_NS &&
+    while (until < now + LIM_LIGHT_CLAIM_JOIN_NS &&
            !__atomic_compare_exchange_n(&c->claim_until, &until, now + LIM_LIGHT_CLAIM_JOIN_NS, 0,
                                         __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         ;
