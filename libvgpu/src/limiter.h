@@ -591,18 +591,19 @@ uint64_t lim_light_tolerance(uint64_t gap_ns, uint32_t limit_pct);
 #define LIM_LIGHT_RUN_SETTLE_MAX_NS 2400000000ull
 /* A light container's claim runs while its work does and LIM_LIGHT_CLAIM_JOIN_NS after: a launch
  * that comes sooner continues it (its run, its charge and the pause it began after go on), a
- * later one begins a new claim.  Until stop 52 a claim ended LIM_LOW_QUEUE_NS after its work's
- * estimated end, even while that work ran late: a 30 % newcomer of 16384² matmuls synchronised
- * after each, light because it idled 2 s, began a new claim at every kernel (its estimate 1 ms
- * unknown, then ~12 ms; each ran 20-27 ms sliced with its 70 neighbour's queue), each 0.1-0.5 ms
- * after the last one's work was done.  So no claim ran the 10 ms that holds a loop starting flat
- * out back, and each, begun after a pause far shorter than LIM_LIGHT_RUN_GAP_NS, passed for a
- * request and had LIM_LIGHT_BURST_NS of credit: it ran 3 kernels back to back in its second
- * 100 ms and read 15.1-23.7 % of saturated throughput in its first second, ~28 due (H100, five
- * runs; 19-26 in five more with the claims logged, 0.1-0.4 ms apart).  The ticker's watch keeps
- * a light claim running while its work runs late (ticker.c).  A millisecond joins a loop's
- * synchronisation and its next launch (PyTorch's step on the H100: 0.1-0.5 ms) and keeps a
- * request service's pauses apart (one 1024² matmul every ~2 ms still a request each). */
+ * later one begins a new claim.  The ticker's watch keeps a claim whose work runs late (ticker.c,
+ * keep_light_claim).  Until stop 52 a claim ended LIM_LOW_QUEUE_NS after its work's estimated
+ * end, late or not: a 30 % newcomer of 16384² matmuls synchronised after each, light because it
+ * idled 2 s, whose loop's first kernel was of unknown cost (estimated ~1 ms; it ran 12-27 ms,
+ * sliced with its 70 neighbour's queue), began a new claim at each kernel, 0.26-0.48 ms after
+ * the last one's work.  No claim ran the 10 ms that holds a loop starting flat out back, and
+ * each, after a pause far shorter than LIM_LIGHT_RUN_GAP_NS, passed for a request with
+ * LIM_LIGHT_BURST_NS of credit: it ran 3 kernels back to back, paid them back after, and read
+ * 18.5-27.2 % of saturated throughput in its first second, ~28 due (H100, eleven runs, median
+ * 21.0); joined, 24.0-29.3 (four runs alternated with those), light for one claim of 11-17 ms.
+ * A millisecond joins a loop's synchronisation and its next launch (PyTorch's step on the H100:
+ * 0.1-0.5 ms) and keeps a request service's pauses apart (one 1024² matmul every ~2 ms is still
+ * a request each). */
 #define LIM_LIGHT_CLAIM_JOIN_NS     1000000ull
 #define LIM_LIGHT_RUN_FORGET_NS     1000000000ull
 /* The use after one tick: `charged_ns` charged over `wall_ns`, in hundredths of a percent
