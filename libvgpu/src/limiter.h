@@ -584,11 +584,12 @@ int lim_may_take_rest(const struct lim_view *v);
  * tolerance, one run in six read 0.20 (67 % of its due): the debt of its first kernels, charged
  * provisionally and settled once measured, came out of its first windows in the turns. */
 #define LIM_LIGHT_RUN_GAP_NS        250000000ull
+#define LIM_LIGHT_RUN_SETTLE_MAX_NS 2400000000ull
+#define LIM_LIGHT_RUN_FORGET_NS     1000000000ull
 /* The pace tolerance of a light container's launch in a claim that began `gap_ns` after the
  * container's previous work: LIM_LIGHT_BURST_NS of GPU time at `limit_pct` where the pause was
  * shorter than LIM_LIGHT_RUN_GAP_NS (a request), else none (the shared pace's own). */
 uint64_t lim_light_tolerance(uint64_t gap_ns, uint32_t limit_pct);
-#define LIM_LIGHT_RUN_SETTLE_MAX_NS 2400000000ull
 /* A light container's claim runs while its work does and LIM_LIGHT_CLAIM_JOIN_NS after: a launch
  * that comes sooner continues it (its run, its charge and the pause it began after go on), a
  * later one begins a new claim.  The ticker's watch keeps a claim whose work runs late (ticker.c,
@@ -605,7 +606,6 @@ uint64_t lim_light_tolerance(uint64_t gap_ns, uint32_t limit_pct);
  * 0.1-0.5 ms) and keeps a request service's pauses apart (one 1024² matmul every ~2 ms is still
  * a request each). */
 #define LIM_LIGHT_CLAIM_JOIN_NS     1000000ull
-#define LIM_LIGHT_RUN_FORGET_NS     1000000000ull
 /* The use after one tick: `charged_ns` charged over `wall_ns`, in hundredths of a percent
  * (wall_ns 0: unchanged). */
 uint32_t lim_use_avg(uint32_t use_x100, uint64_t charged_ns, uint64_t wall_ns);
