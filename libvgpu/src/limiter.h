@@ -602,9 +602,9 @@ uint64_t lim_light_tolerance(uint64_t gap_ns, uint32_t limit_pct);
  * LIM_LIGHT_BURST_NS of credit: it ran 3 kernels back to back, paid them back after, and read
  * 18.5-27.2 % of saturated throughput in its first second, ~28 due (H100, eleven runs, median
  * 21.0); joined, 24.0-29.3 (four runs alternated with those), light for one claim of 11-17 ms.
- * A millisecond joins a loop's synchronisation and its next launch (as logged: 0.26-0.48 ms on
- * the H100 with PyTorch, 0.13 ms on the simulated GPU) and, by arithmetic rather than a run of
- * this rule, keeps apart the requests of a service pausing ~2 ms (one 1024² matmul each). */
+ * A millisecond joins a loop's synchronisation and its next launch (as logged on the H100 with
+ * PyTorch: 0.13-0.48 ms) and, by arithmetic rather than a run of this rule, keeps apart the
+ * requests of a service pausing ~2 ms (one 1024² matmul each). */
 #define LIM_LIGHT_CLAIM_JOIN_NS     1000000ull
 /* The use after one tick: `charged_ns` charged over `wall_ns`, in hundredths of a percent
  * (wall_ns 0: unchanged). */
