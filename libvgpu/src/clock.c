@@ -22,6 +22,9 @@
                                         * only raise the factor: two of the H200's 200-ms NVML
                                         * periods (tests/benchmarks/bench_nvml_lag.py) */
 #define FEEDBACK_WINDOW_NS 500000000ull /* busy feedback: the shortest window */
+#define FEEDBACK_FIRST_NS 150000000ull /* ... the process's first, from the driver's samples: one
+                                        * of their periods (H200: 200 ms), so that the first
+                                        * move (the whole way, limiter.h) comes within ~0.5 s */
 #define FEEDBACK_WINDOW_KERNELS 16u     /* ... at least this many of the longest kernels' paces */
 #define FEEDBACK_WINDOW_MAX_NS 8000000000ull /* ... and at least FEEDBACK_WINDOW_KERNELS
                                              * launches, unless it is this long */
@@ -75,14 +78,13 @@ static uint64_t charged_at(const struct vgpu_cdev *c, uint64_t t)
     return v1; /* older than every reading: the oldest */
 }
 
-/* The busy feedback's window length at `limit`: FEEDBACK_WINDOW_NS, or FEEDBACK_WINDOW_KERNELS
- * paces of the longest kernel when longer (with 100-ms kernels paced at 30 %, a 0.5-s window
- * holds one or two, and its busy share swings by half), at most FEEDBACK_WINDOW_MAX_NS. */
-static uint64_t feedback_window(const struct vgpu_cdev *c, uint32_t limit)
+/* The busy feedback's window length at `limit`: `shortest`, or FEEDBACK_WINDOW_KERNELS paces of
+ * the longest kernel when longer (with 100-ms kernels paced at 30 %, a 0.5-s window holds one
+ * or two, and its busy share swings by half), at most FEEDBACK_WINDOW_MAX_NS. */
+static uint64_t feedback_window(const struct vgpu_cdev *c, uint32_t limit, uint64_t shortest)
 {
     uint64_t win = lim_pacer_increment(LD(&c->longest), limit) * FEEDBACK_WINDOW_KERNELS;
-    return win < FEEDBACK_WINDOW_NS ? FEEDBACK_WINDOW_NS
-           : win > FEEDBACK_WINDOW_MAX_NS ? FEEDBACK_WINDOW_MAX_NS : win;
+    return win < shortest ? shortest : win > FEEDBACK_WINDOW_MAX_NS ? FEEDBACK_WINDOW_MAX_NS : win;
 }
 
 /* Whether the open window, `span` ns long with the device's count of launches at `launches`,
@@ -92,10 +94,32 @@ static uint64_t feedback_window(const struct vgpu_cdev *c, uint32_t limit)
  * judged over 0.5 s, two or three of them charged at launch against NVML's busy time as they
  * run, moved the factor by 5-17 % on the boundaries alone. */
 static int window_done(const struct vgpu_cdev *c, uint64_t span, uint64_t launches,
-                       uint32_t limit)
+                       uint32_t limit, uint64_t shortest)
 {
     return span >= FEEDBACK_WINDOW_MAX_NS ||
-           (span >= feedback_window(c, limit) && launches - c->win_l0 >= FEEDBACK_WINDOW_KERNELS);
+           (span >= feedback_window(c, limit, shortest) &&
+            launches - c->win_l0 >= FEEDBACK_WINDOW_KERNELS);
+}
+
+/* A window judged: the factor moves (limiter.h; the whole way in the process's first one that
+ * says anything), logged at debug level. */
+static uint32_t feedback_judge(struct vgpu_cdev *c, uint64_t busy, uint64_t charged, uint64_t t0,
+                               uint64_t t1)
+{
+    uint64_t span = t1 - t0;
+    int whole = !c->fb_judged;
+    uint32_t k = lim_busy_feedback(c->fb_ppm, busy, charged, span, whole);
+
+    if (!lim_feedback_judges(charged, span))
+        return k;
+    c->fb_judged = 1;
+    vgpu_log(VGPU_LOG_DEBUG, "compute: device %d: busy feedback over %llu ms from %llu ms after "
+             "its conditions began: busy %llu %%, charged %llu %% -> cost scale %u ppm%s",
+             (int)(c - vgpu_cs.dev), (unsigned long long)(span / 1000000u),
+             (unsigned long long)((t0 - c->fb_since) / 1000000u),
+             (unsigned long long)(busy * 100u / span), (unsigned long long)(charged * 100u / span),
+             k, whole ? " (the whole way: its first window)" : "");
+    return k;
 }
 
 /* The busy feedback from the driver's own samples (nvmlDeviceGetSamples), each stamped with the
@@ -118,11 +142,12 @@ static void feedback_periods(struct vgpu_cdev *c, const struct util_period *p, u
             window_open(c, p[i].from, charged_at(c, p[i].from), launches);
         }
         c->win_busy += (p[i].to - p[i].from) * p[i].pct / 100u;
-        if (window_done(c, p[i].to - c->win_t0, launches, limit)) {
+        if (window_done(c, p[i].to - c->win_t0, launches, limit,
+                        c->fb_judged ? FEEDBACK_WINDOW_NS : FEEDBACK_FIRST_NS)) {
             uint64_t charged = charged_at(c, p[i].to);
             if (charged >= c->win_c0) /* else bound to the region's block meanwhile */
-                c->fb_ppm = lim_busy_feedback(c->fb_ppm, c->win_busy, charged - c->win_c0,
-                                              p[i].to - c->win_t0);
+                c->fb_ppm = feedback_judge(c, c->win_busy, charged - c->win_c0, c->win_t0,
+                                           p[i].to);
             c->win_t0 = 0;
         }
     }
@@ -140,7 +165,7 @@ static void feedback_rates(struct vgpu_cdev *c, uint64_t t, uint32_t util, uint3
 
     if (t - c->fb_since < FEEDBACK_EARLY_NS)
         return;
-    win = feedback_window(c, limit);
+    win = feedback_window(c, limit, FEEDBACK_WINDOW_NS);
     if (c->win_t0 == 0) {
         /* the early window only where a window is short: the longest kernel known (a signature
          * with a few samples) and short.  It ends at the settle, and the regular windows
@@ -154,11 +179,11 @@ static void feedback_rates(struct vgpu_cdev *c, uint64_t t, uint32_t util, uint3
     c->win_busy += (t - c->win_prev) * util / 100u;
     c->win_prev = t;
     if (early ? t - c->fb_since >= FEEDBACK_SETTLE_NS
-              : window_done(c, t - c->win_t0, launches, limit)) {
+              : window_done(c, t - c->win_t0, launches, limit, FEEDBACK_WINDOW_NS)) {
         /* an early window that long kernels came into meanwhile says nothing */
-        uint32_t k = early && win != FEEDBACK_WINDOW_NS ? c->fb_ppm
-                     : lim_busy_feedback(c->fb_ppm, c->win_busy, charged - c->win_c0,
-                                         t - c->win_t0);
+        uint32_t k = early && win != FEEDBACK_WINDOW_NS
+                         ? c->fb_ppm
+                         : feedback_judge(c, c->win_busy, charged - c->win_c0, c->win_t0, t);
         /* down only when two regular windows in a row ask for it: the rate can still hold the
          * idle time before a start or a limit change (read as "over-estimated", it would
          * overshoot the limit).  Up at once, the early window too: a stale reading that says

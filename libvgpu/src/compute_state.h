@@ -109,6 +109,7 @@ struct vgpu_cdev {
     uint32_t limit_mw;  /* the GPU's enforced power limit, 0 unknown */
     uint32_t fb_ppm;    /* busy-feedback factor */
     uint32_t fb_down;   /* the last window asked for a lower factor */
+    uint32_t fb_judged; /* a window said something: fb_ppm is no longer the prior */
     uint32_t fb_limit;  /* the limit the feedback conditions started with */
     uint64_t fb_since;  /* when the feedback conditions (paced, alone) began, 0 not now */
     uint64_t win_t0, win_c0, win_busy, win_prev; /* the current feedback window */
@@ -174,6 +175,8 @@ struct vgpu_cstate {
     vgpu_is_capturing_fn is_capturing;
     vgpu_exchange_mode_fn exchange_mode;
     uint32_t clock_started;
+    uint32_t tick_nudge; /* 0: the ticker sleeps to its next tick and a new light claim may wake
+                          * it (vgpu_ticker_nudge); 1: nudged, or not asleep (atomic, a futex) */
     struct lim_cost_table costs;
     struct vgpu_cdev dev[VGPU_MAX_DEVICES];
 };

@@ -306,8 +306,13 @@ uint32_t lim_sat_estimate(uint32_t f_now_mhz, uint32_t power_mw, uint32_t util_p
     return f < f_now_mhz / 2u ? f_now_mhz / 2u : (uint32_t)f;
 }
 
+int lim_feedback_judges(uint64_t charged_ns, uint64_t window_ns)
+{
+    return window_ns != 0 && charged_ns * 100u >= window_ns * LIM_FEEDBACK_MIN_SHARE_PCT;
+}
+
 uint32_t lim_busy_feedback(uint32_t k_ppm, uint64_t busy_ns, uint64_t charged_ns,
-                           uint64_t window_ns)
+                           uint64_t window_ns, int whole)
 {
     uint64_t sample, res = window_ns / 100u; /* NVML reports whole percent */
 
@@ -315,7 +320,7 @@ uint32_t lim_busy_feedback(uint32_t k_ppm, uint64_t busy_ns, uint64_t charged_ns
         k_ppm = LIM_FEEDBACK_MIN_PPM;
     if (k_ppm > LIM_FEEDBACK_MAX_PPM)
         k_ppm = LIM_FEEDBACK_MAX_PPM;
-    if (window_ns == 0 || charged_ns * 100u < window_ns * LIM_FEEDBACK_MIN_SHARE_PCT)
+    if (!lim_feedback_judges(charged_ns, window_ns))
         return k_ppm;
     if (busy_ns > UINT64_MAX / LIM_SCALE_ONE)
         sample = LIM_FEEDBACK_MAX_PPM;
@@ -330,7 +335,7 @@ uint32_t lim_busy_feedback(uint32_t k_ppm, uint64_t busy_ns, uint64_t charged_ns
     if (sample > LIM_FEEDBACK_MAX_PPM)
         sample = LIM_FEEDBACK_MAX_PPM;
     /* charged_ns is the estimates before any factor: the sample is the factor itself */
-    return (uint32_t)(((uint64_t)k_ppm + sample) / 2u);
+    return whole ? (uint32_t)sample : (uint32_t)(((uint64_t)k_ppm + sample) / 2u);
 }
 
 uint64_t lim_scale_cost(uint64_t cost_ns, uint32_t scale_ppm)

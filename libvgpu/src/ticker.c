@@ -2,8 +2,12 @@
  * docs/compute.md). */
 #include "ticker.h"
 
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "compute.h"
@@ -552,6 +556,35 @@ void vgpu_tick(uint64_t now)
         __atomic_fetch_and(&vgpu_compute_word, ~VGPU_COMPUTE_GATE, __ATOMIC_RELAXED);
 }
 
+void vgpu_ticker_nudge(void)
+{
+    /* the claim's measurement (c->count) before the ticker's word: it sees one or the other */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (LD(&vgpu_cs.tick_nudge) == 0 &&
+        __atomic_exchange_n(&vgpu_cs.tick_nudge, 1u, __ATOMIC_SEQ_CST) == 0)
+        (void)syscall(SYS_futex, &vgpu_cs.tick_nudge, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* Sleeps until `t` (CLOCK_MONOTONIC) or a nudge: 1 when nudged (or there is a claim to watch)
+ * before `t`. */
+static int sleep_until_nudged(uint64_t t)
+{
+    struct timespec ts = {(time_t)(t / 1000000000ull), (long)(t % 1000000000ull)};
+    uint64_t every;
+
+    __atomic_store_n(&vgpu_cs.tick_nudge, 0u, __ATOMIC_SEQ_CST);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    every = watching(); /* a claim whose nudge found the word at 1 (the ticker awake) */
+    if (every != 0 && vgpu_compute_now() + every < t)
+        __atomic_store_n(&vgpu_cs.tick_nudge, 1u, __ATOMIC_SEQ_CST);
+    while (LD(&vgpu_cs.tick_nudge) == 0 && vgpu_compute_now() < t)
+        /* FUTEX_WAIT_BITSET: an absolute CLOCK_MONOTONIC timeout (futex(2)) */
+        (void)syscall(SYS_futex, &vgpu_cs.tick_nudge, FUTEX_WAIT_BITSET_PRIVATE, 0u, &ts, NULL,
+                      FUTEX_BITSET_MATCH_ANY);
+    return __atomic_exchange_n(&vgpu_cs.tick_nudge, 1u, __ATOMIC_SEQ_CST) != 0 &&
+           vgpu_compute_now() < t;
+}
+
 static void *ticker_main(void *arg)
 {
     uint64_t next = vgpu_compute_now();
@@ -561,13 +594,17 @@ static void *ticker_main(void *arg)
     t_ticker = vgpu_cs.exchange_mode == NULL || vgpu_cs.exchange_mode(&mode) == CUDA_SUCCESS;
     for (;;) {
         next += TICK_NS;
-        /* only a claiming process (high, or light) beside others wakes between ticks (watch) */
-        for (uint64_t t = vgpu_compute_now(), every; (every = watching()) != 0 && t + every < next;
-             t = vgpu_compute_now()) {
-            vgpu_cs_sleep_until(t + every);
-            watch(vgpu_compute_now(), every);
-        }
-        vgpu_cs_sleep_until(next);
+        /* only a claiming process (high, or light) beside others wakes between ticks (watch);
+         * a light claim that begins while the ticker sleeps to its tick wakes it (a kernel of
+         * unknown cost, estimated ~1 ms, would otherwise end its claim by that estimate before
+         * the tick: LIM_LIGHT_CLAIM_JOIN_NS) */
+        do {
+            for (uint64_t t = vgpu_compute_now(), every;
+                 (every = watching()) != 0 && t + every < next; t = vgpu_compute_now()) {
+                vgpu_cs_sleep_until(t + every);
+                watch(vgpu_compute_now(), every);
+            }
+        } while (sleep_until_nudged(next));
         uint64_t now = vgpu_compute_now();
         if (now > next + 10 * TICK_NS) /* stopped (SIGSTOP, suspend): do not catch up */
             next = now;

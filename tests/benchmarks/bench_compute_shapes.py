@@ -452,6 +452,7 @@ class Runner:
         verdicts: list[str] = []  # the shim's light verdicts over the run, in order
         turns: list[str] = []  # its turn windows as they changed (LIBCUDA_LOG_LEVEL=4), in order
         claims: list[str] = []  # its light claims as they began (LIBCUDA_LOG_LEVEL=4), in order
+        feedback: list[str] = []  # its busy feedback's windows (LIBCUDA_LOG_LEVEL=4), in order
         for p in procs:
             p.wait(timeout=300)
             p.out_file.seek(0)
@@ -470,6 +471,8 @@ class Runner:
                       if "compute: device" in x and "turns" in x]
             claims += [x.split("compute: ", 1)[1] for x in err.splitlines()
                        if "compute: a light claim" in x]
+            feedback += [x.split(": ", 2)[2] for x in err.splitlines()
+                         if "compute: device" in x and "busy feedback" in x]
         res = []
         for phases in zip(*per, strict=True):
             r = dict(phases[0])
@@ -479,6 +482,7 @@ class Runner:
             r["light_verdicts"] = verdicts[:LIGHT_VERDICTS_KEPT]
             r["turn_log"] = turns[:LIGHT_VERDICTS_KEPT]
             r["claim_log"] = claims[:LIGHT_VERDICTS_KEPT]
+            r["feedback_log"] = feedback[:LIGHT_VERDICTS_KEPT]
             r["steps_per_s"] = sum(x["steps_per_s"] for x in phases)
             r["t1"] = max(x["t1"] for x in phases)
             r["t2"] = min(x["t2"] for x in phases)
@@ -714,7 +718,7 @@ def bench_trace(r: Runner, shapes: tuple[Shape, ...], limits: tuple[int, ...]) -
             r.container(GPU_CORE_UTILIZATION_POLICY="force"), warm_s=0.0)[1:])
             for lim in limits]
         cold_env = r.container(GPU_CORE_UTILIZATION_POLICY="force",
-                               CUDA_DEVICE_SM_LIMIT=str(limits[-1]))
+                               CUDA_DEVICE_SM_LIMIT=str(limits[-1]), LIBCUDA_LOG_LEVEL="4")
         runs.append((limits[-1], "first launch", r.results(r.start(
             shape, ",".join([f"-1:{TRACE_SLICE_S}"] * TRACE_SLICES), cold_env, 0.0, cold=True))))
         for lim, since, res in runs:
@@ -728,7 +732,8 @@ def bench_trace(r: Runner, shapes: tuple[Shape, ...], limits: tuple[int, ...]) -
                                **{k: round(p[k], 3) for k in ("charged_pct", "waited_pct",
                                                               "cost_scale", "steps_per_s")
                                   if isinstance(p.get(k), float)}})
-            row = {"shape": shape.name, "limit": lim, "since": since, "slices": slices}
+            row = {"shape": shape.name, "limit": lim, "since": since, "slices": slices,
+                   "feedback_log": res[0].get("feedback_log", [])}
             print(json.dumps(row), flush=True)
             out.append(row)
     return out
@@ -1286,6 +1291,7 @@ def markdown(res: dict) -> str:
         for k in ("busy_pct", "charged_pct", "waited_pct", "cost_scale"):
             lines.append(f"| {k} | " + " | ".join(str(x.get(k, "")) for x in t["slices"]) + " |")
         lines.append("")
+        lines += [f"- {x}" for x in t.get("feedback_log", [])] + [""] * bool(t.get("feedback_log"))
     sh = res.get("shared")
     if sh:
         lines += [f"Two containers 30 + 70 (default policy), % of alone: both busy "

@@ -42,8 +42,9 @@
  *   limiter_driver sampled CYCLE LAUNCHES  (prints, for launches 1..LAUNCHES of a cycle of CYCLE
  *       signatures, how many were measured (lim_sample_due) and how many positions of the cycle)
  *   limiter_driver sat UTIL:MHZ...         (prints f_sat after each NVML sample)
- *   limiter_driver feedback K_PPM BUSY_NS CHARGED_NS WINDOW_NS [ROUNDS]
+ *   limiter_driver feedback K_PPM BUSY_NS CHARGED_NS WINDOW_NS [ROUNDS [whole]]
  *       prints the factor after each of ROUNDS (default 1) windows with the same readings
+ *       (`whole`: the first is the process's first judged window)
  *   limiter_driver satest F_NOW POWER_MW UTIL LIMIT_MW   (prints lim_sat_estimate)
  *   limiter_driver window ME ID:LIMIT[:CLASS[:c]]...   (prints lim_turn_window: off len period,
  *       ns; `:c` a capped member)
@@ -273,9 +274,10 @@ static int cmd_feedback(int argc, char **a)
 {
     uint32_t k = (uint32_t)arg_u64(a[0]);
     uint64_t rounds = argc >= 5 ? arg_u64(a[4]) : 1, i;
+    int whole = argc >= 6 && strcmp(a[5], "whole") == 0;
 
     for (i = 0; i < rounds; i++) {
-        k = lim_busy_feedback(k, arg_u64(a[1]), arg_u64(a[2]), arg_u64(a[3]));
+        k = lim_busy_feedback(k, arg_u64(a[1]), arg_u64(a[2]), arg_u64(a[3]), whole && i == 0);
         printf("%u\n", k);
     }
     return 0;

@@ -1,6 +1,7 @@
 """The busy feedback (limiter.h): while a paced container is alone on its GPU, its charged
 costs are scaled by the GPU's busy time (NVML) over what was charged, both ways, between 0.5 and
-2, half way per window, ignoring windows that charged too little to compare."""
+2, half way per window (the whole way in the process's first, where the factor is a prior),
+ignoring windows that charged too little to compare."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ ONE = 1_000_000
 S = 1_000_000_000
 
 
-def feedback(driver, k: int, busy: int, charged: int, window: int, rounds: int = 1) -> list[int]:
-    return [int(x) for x in driver.run("feedback", k, busy, charged, window, rounds).split()]
+def feedback(driver, k: int, busy: int, charged: int, window: int, rounds: int = 1,
+             whole: bool = False) -> list[int]:
+    extra = ["whole"] if whole else []
+    return [int(x) for x in driver.run("feedback", k, busy, charged, window, rounds,
+                                       *extra).split()]
 
 
 def test_converges_to_busy_over_charged(limiter_driver) -> None:
@@ -45,3 +49,19 @@ def test_bounded(limiter_driver) -> None:
 
 def test_low_share_windows_are_ignored(limiter_driver) -> None:
     assert feedback(limiter_driver, 1_100_000, 10 * S // 100, 2 * S // 100, S)[-1] == 1_100_000
+
+
+@pytest.mark.parametrize("busy_pct, charged_pct, want", [
+    (77, 68, ONE * 76 / 68),  # the H100's batch-8 encoder at 70: busier than charged
+    (20, 30, ONE * 2 / 3),    # an over-estimate: down the whole way too
+])
+def test_the_first_window_moves_the_whole_way_and_the_next_half_way(
+        limiter_driver, busy_pct: int, charged_pct: int, want: float) -> None:
+    got = feedback(limiter_driver, ONE, busy_pct * S // 100, charged_pct * S // 100, S, 2,
+                   whole=True)
+    assert got[0] == pytest.approx(want, abs=2)
+    assert got[1] == pytest.approx(want, abs=2)  # nothing left to move
+
+
+def test_a_first_window_that_says_nothing_leaves_the_prior(limiter_driver) -> None:
+    assert feedback(limiter_driver, ONE, 10 * S // 100, 2 * S // 100, S, 1, whole=True) == [ONE]

@@ -104,10 +104,14 @@ def test_a_newcomer_that_idled_first_is_light_no_more_once_its_loop_runs(loop, m
     one's work, passed for a request and had a request's credit (1-3 such claims in each of 6
     runs here, light 59-79 ms; on the H100 3 kernels back to back and its first second 5-13
     points under its due).  Its claim now runs on while its work runs late
-    (LIM_LIGHT_CLAIM_JOIN_NS), once the ticker watches it.  The watch starts at the tick after
-    the launch, so a kernel that ends before that tick (10-ms kernels, 10-ms ticks) most likely
-    still ends its claim by its estimate: one such claim in one run of three under CI (stop
-    52).  So no claim of its loop may pass for a request in most runs, and one at most in any."""
+    (LIM_LIGHT_CLAIM_JOIN_NS), watched from its start (the claim wakes the ticker; until stop 53
+    the watch began at the next tick, and a kernel that ended before it ended its claim by its
+    estimate: one such claim in one run of three under CI).  And a launch that came within the
+    claim goes on with it though it waited in its pace meanwhile: judged after that wait, the
+    loop's second kernel, paced ~40 ms after its first one's work, began a new claim "0.1-0.3 ms
+    after its previous work" with a request's credit (with the watch from the start but without
+    this: such a claim in 12 runs of 21).  So no claim of its loop may pass for a request, in any
+    run."""
     from libvgpu.region import Region, RegionError
 
     def one(i: int) -> dict[str, float]:
@@ -153,7 +157,7 @@ def test_a_newcomer_that_idled_first_is_light_no_more_once_its_loop_runs(loop, m
     runs = judged_runs(loop, one)
     assert max(r["leave_s"] for r in runs) <= 0.25, each_run(runs)  # every run, as before
     credited = sorted(r["credited_claims"] for r in runs)
-    assert credited[len(credited) // 2] == 0 and credited[-1] <= 1, each_run(runs)
+    assert credited[-1] == 0, each_run(runs)
     assert max(r["longest_period_ms"] for r in runs) <= 160, each_run(runs)
     assert min(r["borrowed_period_ms"] for r in runs) == 160, each_run(runs)
     assert medians(runs)["first_share"] >= 0.255, each_run(runs)
