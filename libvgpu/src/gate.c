@@ -277,10 +277,10 @@ static uint64_t gap_before(uint64_t came, uint64_t hz)
 
 /* How long a light one had nothing queued before its claim began: before this launch, where it
  * begins one (it came after the last one ended), else the claim's (limiter.h,
- * LIM_LIGHT_RUN_GAP_NS).  A launch that came within a claim and then waited (its pace) goes on
- * with it: judged after the wait, a loop's each next kernel, paced 40 ms after its first one's
- * 17-ms work, began a claim 0.1-0.3 ms "after its previous work" and had a request's credit
- * (simulated GPU, a 30 % newcomer of 10-ms kernels beside a 70 % one). */
+ * LIM_LIGHT_RUN_GAP_NS).  A launch that came within a claim and then waited (its pace) keeps
+ * that claim's: judged after the wait, a loop's each next kernel, paced 40 ms after its first
+ * one's 17-ms work, began a claim 0.1-0.3 ms "after its previous work" and had a request's
+ * credit (simulated GPU, a 30 % newcomer of 10-ms kernels beside a 70 % one). */
 static uint64_t claim_gap(const struct vgpu_cdev *c, uint64_t came)
 {
     return came > LD(&c->claim_until) ? gap_before(came, LD(&c->horizon)) : LD(&c->claim_gap);
@@ -452,15 +452,22 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
             vgpu_node_touch(vgpu_cs.node, c->node_slot, hz + LIM_LOW_QUEUE_NS);
             if (LD(&c->light)) { /* how long its claim has run without a break, and how much
                                   * GPU time it was charged meanwhile (limiter.h) */
-                if (came > LD(&c->claim_until)) {
+                if (now > LD(&c->claim_until)) {
+                    /* a new run (after a pause, or its own pace's wait: the neighbours had the
+                     * GPU meanwhile); one that came within the last one and waited in its pace
+                     * keeps that one's credit (claim_gap) */
                     uint64_t charged = LD(&c->blk->charged_ns);
+                    int waited = came <= LD(&c->claim_until);
                     ST(&c->claim_from, now);
                     ST(&c->claim_charged, limit != 0 && charged >= raw ? charged - raw : charged);
-                    ST(&c->claim_gap, LD(&c->gap));
+                    if (!waited)
+                        ST(&c->claim_gap, LD(&c->gap));
                     vgpu_log(VGPU_LOG_DEBUG, "compute: a light claim begins %llu us after its "
-                             "previous work: %llu us of pace in credit at once",
+                             "previous work%s: %llu us of pace in credit at once",
                              (unsigned long long)(LD(&c->gap) / 1000u),
-                             (unsigned long long)(lim_light_tolerance(LD(&c->gap), limit) /
+                             waited ? " (it came within the last one, and waited in its pace)"
+                                    : "",
+                             (unsigned long long)(lim_light_tolerance(LD(&c->claim_gap), limit) /
                                                   1000u));
                     nudge = 1; /* its watch begins with its measurement, not at the tick */
                 }

@@ -107,7 +107,7 @@ def test_a_newcomer_that_idled_first_is_light_no_more_once_its_loop_runs(loop, m
     (LIM_LIGHT_CLAIM_JOIN_NS), watched from its start (the claim wakes the ticker; until stop 53
     the watch began at the next tick, and a kernel that ended before it ended its claim by its
     estimate: one such claim in one run of three under CI).  And a launch that came within the
-    claim goes on with it though it waited in its pace meanwhile: judged after that wait, the
+    claim keeps its credit though it waited in its pace meanwhile: judged after that wait, the
     loop's second kernel, paced ~40 ms after its first one's work, began a new claim "0.1-0.3 ms
     after its previous work" with a request's credit (with the watch from the start but without
     this: such a claim in 12 runs of 21).  So no claim of its loop may pass for a request, in any
