@@ -108,10 +108,11 @@ static uint32_t feedback_judge(struct vgpu_cdev *c, uint64_t busy, uint64_t char
 {
     uint64_t span = t1 - t0;
     int whole = !c->fb_judged;
-    uint32_t k = lim_busy_feedback(c->fb_ppm, busy, charged, span, whole);
+    uint32_t k;
 
     if (!lim_feedback_judges(charged, span))
-        return k;
+        return c->fb_ppm; /* within LIM_FEEDBACK_MIN/MAX_PPM (clock_sample keeps it so) */
+    k = lim_busy_feedback(c->fb_ppm, busy, charged, span, whole);
     c->fb_judged = 1;
     vgpu_log(VGPU_LOG_DEBUG, "compute: device %d: busy feedback over %llu ms from %llu ms after "
              "its conditions began: busy %llu %%, charged %llu %% -> cost scale %u ppm%s",

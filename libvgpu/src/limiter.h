@@ -600,12 +600,12 @@ uint64_t lim_light_tolerance(uint64_t gap_ns, uint32_t limit_pct);
  * that comes sooner continues it (its run, its charge and the pause it began after go on); one
  * that came sooner but then waited in its pace past that end begins a new run (the neighbours
  * had the GPU meanwhile) with the claim's credit (the pause it began after); a later one begins
- * a new claim.  The ticker's
- * watch keeps a claim whose work runs late (ticker.c, keep_light_claim), from the claim's first
- * launch on (it wakes the ticker: vgpu_ticker_nudge).  Until stop 53 a launch was judged after
- * its pace's wait, and the watch began at the next tick: on the simulated GPU the loop below's
- * second kernel, paced ~40 ms after its first one's work, began a claim "0.1-0.3 ms after its
- * previous work" with a request's credit, in 12 runs of 21.  Until stop 52 a claim ended LIM_LOW_QUEUE_NS after its work's estimated
+ * a new claim.  The ticker's watch keeps a claim whose work runs late (ticker.c,
+ * keep_light_claim), from the claim's first launch on (it wakes the ticker:
+ * vgpu_ticker_nudge).  Until stop 53 a launch was judged after its pace's wait: on the
+ * simulated GPU the loop below's second kernel, paced ~40 ms after its first one's work, began
+ * a claim "0.1-0.3 ms after its previous work" with a request's credit, in 12 runs of 21 (with
+ * the wake already).  Until stop 52 a claim ended LIM_LOW_QUEUE_NS after its work's estimated
  * end, late or not: a 30 % newcomer of 16384² matmuls synchronised after each, light because it
  * idled 2 s, whose loop's first kernel was of unknown cost (estimated ~1 ms; it ran 12-27 ms,
  * sliced with its 70 neighbour's queue), began a new claim at each kernel, 0.26-0.48 ms after

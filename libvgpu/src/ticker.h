@@ -18,7 +18,7 @@ void vgpu_tick(uint64_t now);
 int vgpu_ticker_start(void);
 
 /* A light claim began (gate.c): the ticker, asleep until its next tick, wakes now to watch it
- * (one futex wake at most per tick; nothing while it watches already). */
+ * (one futex wake at most per sleep of the ticker; nothing while it is awake). */
 void vgpu_ticker_nudge(void);
 
 /* The turn word (vgpu_cdev.turn) the ticker publishes for the gate: period, offset and length

@@ -1291,7 +1291,8 @@ def markdown(res: dict) -> str:
         for k in ("busy_pct", "charged_pct", "waited_pct", "cost_scale"):
             lines.append(f"| {k} | " + " | ".join(str(x.get(k, "")) for x in t["slices"]) + " |")
         lines.append("")
-        lines += [f"- {x}" for x in t.get("feedback_log", [])] + [""] * bool(t.get("feedback_log"))
+        if t.get("feedback_log"):
+            lines += [f"- {x}" for x in t["feedback_log"]] + [""]
     sh = res.get("shared")
     if sh:
         lines += [f"Two containers 30 + 70 (default policy), % of alone: both busy "

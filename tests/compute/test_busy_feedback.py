@@ -55,7 +55,7 @@ def test_low_share_windows_are_ignored(limiter_driver) -> None:
     (77, 68, ONE * 76 / 68),  # the H100's batch-8 encoder at 70: busier than charged
     (20, 30, ONE * 2 / 3),    # an over-estimate: down the whole way too
 ])
-def test_the_first_window_moves_the_whole_way_and_the_next_half_way(
+def test_the_first_window_moves_the_whole_way_and_leaves_the_next_nothing_to_move(
         limiter_driver, busy_pct: int, charged_pct: int, want: float) -> None:
     got = feedback(limiter_driver, ONE, busy_pct * S // 100, charged_pct * S // 100, S, 2,
                    whole=True)
