@@ -14,3 +14,4 @@ GW_CUDA_FN(cuMemAllocAsync_ptsz, (CUdeviceptr *dptr, size_t bytesize, CUstream h
 GW_CUDA_FN(cuMemAllocFromPoolAsync_ptsz, (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                           CUstream hStream))
 GW_CUDA_FN(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream hStream))
+GW_CUDA_FN(cuStreamSynchronize_ptsz, (CUstream hStream))

@@ -78,6 +78,22 @@ static uint64_t charged_at(const struct vgpu_cdev *c, uint64_t t)
     return v1; /* older than every reading: the oldest */
 }
 
+/* The device's launches by time t, from the same readings: the last one at or before t (the
+ * oldest where every one is later). */
+static uint64_t launches_at(const struct vgpu_cdev *c, uint64_t t)
+{
+    uint32_t n = c->chg_n, i;
+    uint64_t l = 0;
+
+    for (i = 0; i < VGPU_CS_CHARGED && i < n; i++) {
+        uint32_t k = (n - 1u - i) % VGPU_CS_CHARGED;
+        l = c->chg_l[k];
+        if (c->chg_t[k] <= t)
+            break;
+    }
+    return l;
+}
+
 /* The busy feedback's window length at `limit`: `shortest`, or FEEDBACK_WINDOW_KERNELS paces of
  * the longest kernel when longer (with 100-ms kernels paced at 30 %, a 0.5-s window holds one
  * or two, and its busy share swings by half), at most FEEDBACK_WINDOW_MAX_NS. */
@@ -130,9 +146,13 @@ static uint32_t feedback_judge(struct vgpu_cdev *c, uint64_t busy, uint64_t char
  * waits until some kernel's cost is known (a signature with 4 samples), or FEEDBACK_SETTLE_NS
  * when none is (window_done then asks for FEEDBACK_WINDOW_KERNELS launches): before, launches
  * are charged provisionally, and charged_ns counts them only as their measurements settle
- * them. */
+ * them.  A window's launches, like its charges, are counted between its bounds (the clock
+ * thread's readings around them), not up to the read: the driver's periods come in after they
+ * end, so a first window opened on a period already read had counted none of its launches and
+ * waited for the next period (H100, the batch-8 encoder at 70: judged over 400 ms from 142 ms
+ * after its conditions began, where 200 were due). */
 static void feedback_periods(struct vgpu_cdev *c, const struct util_period *p, unsigned n,
-                             uint32_t limit, uint64_t launches)
+                             uint32_t limit)
 {
     for (unsigned i = 0; i < n; i++) {
         if (p[i].from < c->fb_since)
@@ -140,10 +160,10 @@ static void feedback_periods(struct vgpu_cdev *c, const struct util_period *p, u
         if (c->win_t0 == 0) {
             if (LD(&c->longest) == 0 && p[i].to - c->fb_since < FEEDBACK_SETTLE_NS)
                 continue;
-            window_open(c, p[i].from, charged_at(c, p[i].from), launches);
+            window_open(c, p[i].from, charged_at(c, p[i].from), launches_at(c, p[i].from));
         }
         c->win_busy += (p[i].to - p[i].from) * p[i].pct / 100u;
-        if (window_done(c, p[i].to - c->win_t0, launches, limit,
+        if (window_done(c, p[i].to - c->win_t0, launches_at(c, p[i].to), limit,
                         c->fb_judged ? FEEDBACK_WINDOW_NS : FEEDBACK_FIRST_NS)) {
             uint64_t charged = charged_at(c, p[i].to);
             if (charged >= c->win_c0) /* else bound to the region's block meanwhile */
@@ -228,6 +248,7 @@ static void clock_sample(struct vgpu_cdev *c, uint64_t t, uint32_t mhz, int have
     }
     c->chg_t[c->chg_n % VGPU_CS_CHARGED] = t;
     c->chg_v[c->chg_n % VGPU_CS_CHARGED] = charged;
+    c->chg_l[c->chg_n % VGPU_CS_CHARGED] = LD(&blk->launches);
     c->chg_n++;
     /* Busy feedback, only while paced at one limit and alone on the GPU (no other container
      * present, not yielding): the busy time is then this container's own. */
@@ -238,7 +259,7 @@ static void clock_sample(struct vgpu_cdev *c, uint64_t t, uint32_t mhz, int have
         c->win_t0 = 0;
         c->fb_down = 0;
     } else if (c->samples == 1) {
-        feedback_periods(c, p, np, limit, LD(&blk->launches));
+        feedback_periods(c, p, np, limit);
     } else {
         feedback_rates(c, t, util, limit, charged, LD(&blk->launches));
     }

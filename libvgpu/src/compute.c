@@ -338,6 +338,24 @@ void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream)
     vgpu_capture_restore(&mode);
 }
 
+/* A synchronise that took this long or longer waited for work (one with nothing in flight
+ * returns in a few µs), which ended as it returned. */
+#define SYNC_WAITED_NS 20000ull
+
+void vgpu_compute_synced(uint64_t from, CUresult rc)
+{
+    CUdevice d = -1;
+    uint64_t now;
+
+    if (rc != CUDA_SUCCESS || __atomic_load_n(&g_init_state, __ATOMIC_ACQUIRE) != 2u ||
+        vgpu_cu.cuCtxGetDevice == NULL || vgpu_cu.cuCtxGetDevice(&d) != CUDA_SUCCESS || d < 0 ||
+        d >= vgpu_cs.ndev || !LD(&vgpu_cs.dev[d].light))
+        return;
+    now = vgpu_compute_now();
+    if (now - from >= SYNC_WAITED_NS)
+        vgpu_claim_runs_on(&vgpu_cs.dev[d], now);
+}
+
 void vgpu_compute_leave(struct vgpu_gate *g, CUstream stream, CUresult rc)
 {
     struct vgpu_cdev *c;

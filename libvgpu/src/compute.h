@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "cuda_api.h"
+#include "real.h"
 
 #define VGPU_COMPUTE_READY   0x1u /* initialised, ticker running */
 #define VGPU_COMPUTE_TOUCHED 0x2u /* a launch happened since the last tick */
@@ -51,6 +52,20 @@ void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream);
 
 /* After the real launch returned rc. */
 void vgpu_compute_leave(struct vgpu_gate *g, CUstream stream, CUresult rc);
+
+/* After a synchronising call that began at `from` (CLOCK_MONOTONIC ns) returned rc: where it
+ * waited, the work it waited for ended as it returned, which a light container's claim runs on
+ * from (hooks_sync.c). */
+void vgpu_compute_synced(uint64_t from, CUresult rc);
+
+/* A hook's check before it takes the gate: CUDA_SUCCESS, or what to return where the real driver
+ * is not loaded or lacks the entry point `real`. */
+static inline CUresult vgpu_compute_ready(void *real)
+{
+    if (vgpu_cuda_ready() != 0)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return real == NULL ? CUDA_ERROR_NOT_SUPPORTED : CUDA_SUCCESS;
+}
 
 /* CLOCK_MONOTONIC in ns. */
 static inline uint64_t vgpu_compute_now(void)

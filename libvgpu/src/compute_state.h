@@ -26,7 +26,8 @@
 #define VGPU_CS_POOL      (2u * VGPU_CS_RING + 4u) /* spare events per device */
 #define VGPU_CS_CLAIM_MAX 8u  /* claiming-high processes a low watches per device */
 #define VGPU_CS_CLOCKS    8u  /* NVML clock readings kept per device (the last 0.8 s) */
-#define VGPU_CS_CHARGED   32u /* charged_ns readings kept per device, one a tick (3.2 s) */
+#define VGPU_CS_CHARGED   32u /* charged_ns and launches readings kept per device, one a
+                                * tick (3.2 s) */
 
 #define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 #define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
@@ -117,6 +118,7 @@ struct vgpu_cdev {
     uint32_t samples;   /* NVML's utilisation samples: 0 not known yet, 1 read, 2 not given */
     unsigned long long samp_seen; /* the newest sample's timestamp (CLOCK_REALTIME us), 0 none */
     uint64_t chg_t[VGPU_CS_CHARGED], chg_v[VGPU_CS_CHARGED]; /* charged_ns, one reading a tick */
+    uint64_t chg_l[VGPU_CS_CHARGED]; /* ... and the device's launches at the same reading */
     uint32_t chg_n;
     uint64_t horizon; /* when this process's estimated queued work on the device ends (atomic) */
     uint64_t gap;     /* how long it had nothing queued there before its latest launch came

@@ -286,6 +286,16 @@ static uint64_t claim_gap(const struct vgpu_cdev *c, uint64_t came)
     return came > LD(&c->claim_until) ? gap_before(came, LD(&c->horizon)) : LD(&c->claim_gap);
 }
 
+void vgpu_claim_runs_on(struct vgpu_cdev *c, uint64_t now)
+{
+    uint64_t until = LD(&c->claim_until);
+
+    while (until < now + LIM_LIGHT_CLAIM_JOIN_NS &&
+           !__atomic_compare_exchange_n(&c->claim_until, &until, now + LIM_LIGHT_CLAIM_JOIN_NS, 0,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
 /* The gate proper, for a launch of `key` on `stream` on device `d` (vgpu_compute_enter). */
 void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d, uint64_t now,
                     struct vgpu_capture_mode *m)

@@ -11,9 +11,18 @@
 #include "cuda_api.h"
 #include "measure.h"
 
+struct vgpu_cdev;
+
 /* The gate for a launch of `key` on `stream` on device `d` at `now`; fills g for
  * vgpu_compute_leave.  May sleep; relaxes the capture mode in m before its own driver calls. */
 void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice d, uint64_t now,
                     struct vgpu_capture_mode *m);
+
+/* A light one's claim on device c runs on LIM_LIGHT_CLAIM_JOIN_NS from `now`, though it ended by
+ * its estimate: its work ran late until now or runs late still.  Its witnesses: the ticker's
+ * watch of the measured work (from the claim's first launch on: vgpu_ticker_nudge), and a
+ * synchronise that waited (vgpu_compute_synced).  A launch that begins a new claim meanwhile
+ * keeps its own end. */
+void vgpu_claim_runs_on(struct vgpu_cdev *c, uint64_t now);
 
 #endif /* VGPU_GATE_H */

@@ -34,14 +34,6 @@ static uint64_t vgpu_graph_key(CUgraphExec g)
                         VGPU_GRAPH_KEY_MARK, 0, 0, 0, 0);
 }
 
-/* 0: take the gate; otherwise the result to return when the real entry point is missing. */
-static CUresult vgpu_launch_ready(void *real)
-{
-    if (vgpu_cuda_ready() != 0)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    return real == NULL ? CUDA_ERROR_NOT_SUPPORTED : CUDA_SUCCESS;
-}
-
 /* ---- cuLaunchKernel -------------------------------------------------------------------------- */
 
 CUresult vgpu_hook_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
@@ -50,7 +42,7 @@ CUresult vgpu_hook_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy
 {
     if (vgpu_compute_fast())
         return vgpu_cu.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
-    CUresult rc = vgpu_launch_ready((void *)vgpu_cu.cuLaunchKernel);
+    CUresult rc = vgpu_compute_ready((void *)vgpu_cu.cuLaunchKernel);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (vgpu_in_driver)
@@ -72,7 +64,7 @@ CUresult vgpu_hook_cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned i
 {
     if (vgpu_compute_fast())
         return vgpu_cu.cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
-    CUresult rc = vgpu_launch_ready((void *)vgpu_cu.cuLaunchKernel_ptsz);
+    CUresult rc = vgpu_compute_ready((void *)vgpu_cu.cuLaunchKernel_ptsz);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (vgpu_in_driver)
@@ -100,7 +92,7 @@ CUresult vgpu_hook_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, 
 {
     if (vgpu_compute_fast())
         return vgpu_cu.cuLaunchKernelEx(config, f, params, extra);
-    CUresult rc = vgpu_launch_ready((void *)vgpu_cu.cuLaunchKernelEx);
+    CUresult rc = vgpu_compute_ready((void *)vgpu_cu.cuLaunchKernelEx);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (vgpu_in_driver || config == NULL) /* the driver reports a NULL config */
@@ -120,7 +112,7 @@ CUresult vgpu_hook_cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunctio
 {
     if (vgpu_compute_fast())
         return vgpu_cu.cuLaunchKernelEx_ptsz(config, f, params, extra);
-    CUresult rc = vgpu_launch_ready((void *)vgpu_cu.cuLaunchKernelEx_ptsz);
+    CUresult rc = vgpu_compute_ready((void *)vgpu_cu.cuLaunchKernelEx_ptsz);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (vgpu_in_driver || config == NULL)
@@ -144,7 +136,7 @@ CUresult vgpu_hook_cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsi
 {
     if (vgpu_compute_fast())
         return vgpu_cu.cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params);
-    CUresult rc = vgpu_launch_ready((void *)vgpu_cu.cuLaunchCooperativeKernel);
+    CUresult rc = vgpu_compute_ready((void *)vgpu_cu.cuLaunchCooperativeKernel);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (vgpu_in_driver)
@@ -167,7 +159,7 @@ CUresult vgpu_hook_cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx,
     if (vgpu_compute_fast())
         return vgpu_cu.cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s,
                                                       params);
-    CUresult rc = vgpu_launch_ready((void *)vgpu_cu.cuLaunchCooperativeKernel_ptsz);
+    CUresult rc = vgpu_compute_ready((void *)vgpu_cu.cuLaunchCooperativeKernel_ptsz);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (vgpu_in_driver)
@@ -189,7 +181,7 @@ CUresult vgpu_hook_cuGraphLaunch(CUgraphExec exec, CUstream s)
 {
     if (vgpu_compute_fast())
         return vgpu_cu.cuGraphLaunch(exec, s);
-    CUresult rc = vgpu_launch_ready((void *)vgpu_cu.cuGraphLaunch);
+    CUresult rc = vgpu_compute_ready((void *)vgpu_cu.cuGraphLaunch);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (vgpu_in_driver)
@@ -208,7 +200,7 @@ CUresult vgpu_hook_cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s)
 {
     if (vgpu_compute_fast())
         return vgpu_cu.cuGraphLaunch_ptsz(exec, s);
-    CUresult rc = vgpu_launch_ready((void *)vgpu_cu.cuGraphLaunch_ptsz);
+    CUresult rc = vgpu_compute_ready((void *)vgpu_cu.cuGraphLaunch_ptsz);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (vgpu_in_driver)

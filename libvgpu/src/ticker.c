@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "compute.h"
 #include "compute_state.h"
+#include "gate.h"
 #include "limiter.h"
 #include "log.h"
 #include "measure.h"
@@ -310,20 +311,6 @@ static int keep_claim(struct vgpu_cdev *c, uint64_t now, uint64_t claim)
     return w == WORK_LATE;
 }
 
-/* A light one's claim, its work running late at `now`, runs on LIM_LIGHT_CLAIM_JOIN_NS from now,
- * though it ended by its estimate: the watch begins at the tick after the launch (`watching`),
- * and a kernel of unknown cost (estimated ~1 ms) outlived its claim before that (a launch that
- * begins a new claim meanwhile keeps its own end). */
-static void keep_light_claim(struct vgpu_cdev *c, uint64_t now)
-{
-    uint64_t until = LD(&c->claim_until);
-
-    while (until < now + LIM_LIGHT_CLAIM_JOIN_NS &&
-           !__atomic_compare_exchange_n(&c->claim_until, &until, now + LIM_LIGHT_CLAIM_JOIN_NS, 0,
-                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        ;
-}
-
 /* Between ticks, every `every` (WATCH_NS, WATCH_LIGHT_NS): a claiming process (a high-priority
  * one, or a light one) beside lows keeps its claim (its node slot's activity) `every` + the claim
  * grace ahead while its work runs late, so that lows do not
@@ -353,13 +340,13 @@ static void watch(uint64_t now, uint64_t every)
              * launch after a synchronise that returned a little late still goes on with it
              * (simulated GPU, 3-ms kernels on a loaded machine: 3-4 ms after the estimate) */
             if (had && LD(&c->light) && LD(&c->count) == 0)
-                keep_light_claim(c, now);
+                vgpu_claim_runs_on(c, now);
             continue;
         }
         if (claim < now + every)
             vgpu_node_touch(vgpu_cs.node, c->node_slot, now + 2u * every);
         if (LD(&c->light)) /* its claim runs on with its late work (LIM_LIGHT_CLAIM_JOIN_NS) */
-            keep_light_claim(c, now);
+            vgpu_claim_runs_on(c, now);
     }
 }
 

@@ -171,12 +171,11 @@ def test_a_loop_of_kernels_shorter_than_a_tick_keeps_one_claim_from_its_first_la
     launched as it ends, goes on with it.  When the watch began at the next 10-ms tick, a kernel
     this short had mostly ended by then, its claim with it (by its estimate), and the next one
     began a claim with a request's credit: 1-2 such claims in each of 9 runs here.  With the
-    watch from the first launch (and its join counted from the work's end as the watch sees
-    it), none in most runs, one or two in some: a kernel launched unmeasured (its signature
-    known) has no event the ticker can watch, and its claim ends by its estimate (one such claim
-    in 2 runs of 12 while this was written; later, on an idle 2-core machine, such claims in 6
-    of 33 runs, two in one run three times, and this test failed 4 of 11 times: it is flaky
-    until a light claim's launches can all be watched)."""
+    watch from the first launch, such claims were left in 6 runs of 33 (two in one run three
+    times): a kernel launched unmeasured (its signature known) has no event the ticker can
+    watch, so its claim ended by its estimate.  Its loop's synchronise, which waited for that
+    kernel, now keeps the claim too (hooks_sync.c): none in 24 runs since.  So no run may have
+    one."""
     def one(i: int) -> dict[str, float]:
         run, gpu = loop.fresh(str(i)), make_sim_gpu().env
         old = run.start(gpu, "kernel", 3000, 3.5, CUDA_DEVICE_SM_LIMIT="70",
@@ -195,5 +194,4 @@ def test_a_loop_of_kernels_shorter_than_a_tick_keeps_one_claim_from_its_first_la
         return {"credited_claims": float(len(credited))}
 
     runs = judged_runs(loop, one)
-    credited = sorted(r["credited_claims"] for r in runs)
-    assert credited[len(credited) // 2] == 0 and credited[-1] <= 1, each_run(runs)
+    assert max(r["credited_claims"] for r in runs) == 0, each_run(runs)
