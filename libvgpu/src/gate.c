@@ -290,6 +290,9 @@ void vgpu_claim_runs_on(struct vgpu_cdev *c, uint64_t now)
 {
     uint64_t until = LD(&c->claim_until);
 
+    if (LD(&c->claim_from) == 0)
+        return; /* none began in this light spell: the work is older */
+
     while (until < now + LIM_LIGHT_CLAIM_JOIN_NS &&
            !__atomic_compare_exchange_n(&c->claim_until, &until, now + LIM_LIGHT_CLAIM_JOIN_NS, 0,
                                         __ATOMIC_RELAXED, __ATOMIC_RELAXED))
@@ -465,15 +468,22 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
                 if (now > LD(&c->claim_until)) {
                     /* a new run (after a pause, or its own pace's wait: the neighbours had the
                      * GPU meanwhile); one that came within the last one and waited in its pace
-                     * keeps that one's credit (claim_gap) */
+                     * keeps that one's credit (claim_gap), and where that is none (the claim
+                     * came after a long pause: a loop starting) its run goes on through the
+                     * wait (limiter.h, LIM_LIGHT_RUN_MAX_NS) */
                     uint64_t charged = LD(&c->blk->charged_ns);
                     int waited = came <= LD(&c->claim_until);
-                    ST(&c->claim_from, now);
-                    ST(&c->claim_charged, limit != 0 && charged >= raw ? charged - raw : charged);
+                    int goes_on = waited && lim_light_tolerance(LD(&c->claim_gap), limit) == 0;
+                    if (!goes_on) {
+                        ST(&c->claim_from, now);
+                        ST(&c->claim_charged,
+                           limit != 0 && charged >= raw ? charged - raw : charged);
+                    }
                     if (!waited)
                         ST(&c->claim_gap, LD(&c->gap));
-                    vgpu_log(VGPU_LOG_DEBUG, "compute: a light claim begins %llu us after its "
+                    vgpu_log(VGPU_LOG_DEBUG, "compute: a light claim %s %llu us after its "
                              "previous work%s: %llu us of pace in credit at once",
+                             goes_on ? "goes on" : "begins",
                              (unsigned long long)(LD(&c->gap) / 1000u),
                              waited ? " (it came within the last one, and waited in its pace)"
                                     : "",

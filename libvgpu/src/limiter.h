@@ -599,10 +599,14 @@ uint64_t lim_light_tolerance(uint64_t gap_ns, uint32_t limit_pct);
 /* A light container's claim runs while its work does and LIM_LIGHT_CLAIM_JOIN_NS after: a launch
  * that comes sooner continues it (its run, its charge and the pause it began after go on); one
  * that came sooner but then waited in its pace past that end begins a new run (the neighbours
- * had the GPU meanwhile) with the claim's credit (the pause it began after); a later one begins
- * a new claim.  The ticker's watch keeps a claim whose work runs late (ticker.c,
- * keep_light_claim), from the claim's first launch on (it wakes the ticker:
- * vgpu_ticker_nudge).  Until stop 53 a launch was judged after its pace's wait: on the
+ * had the GPU meanwhile) with the claim's credit (the pause it began after), or, where that
+ * credit is none (a claim after a pause of LIM_LIGHT_RUN_GAP_NS or more: a loop starting), goes
+ * on with the run through the wait, so that LIM_LIGHT_RUN_MAX_NS holds it back (restarted at
+ * each of its kernels, a newcomer of 10-ms kernels paced ~40 ms apart stayed light until its
+ * pace's rule, 0.11-0.23 s, in 9 runs of 66 on the simulated GPU; 0.006-0.064 s in 84 since);
+ * a later one begins a new claim.  Witnesses keep a claim whose work runs late
+ * (vgpu_claim_runs_on): the ticker's watch, from the claim's first launch on (it wakes the
+ * ticker: vgpu_ticker_nudge), and a synchronise that waited.  Until stop 53 a launch was judged after its pace's wait: on the
  * simulated GPU the loop below's second kernel, paced ~40 ms after its first one's work, began
  * a claim "0.1-0.3 ms after its previous work" with a request's credit, in 12 runs of 21 (with
  * the wake already).  Until stop 52 a claim ended LIM_LOW_QUEUE_NS after its work's estimated

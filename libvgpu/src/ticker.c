@@ -185,7 +185,8 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
         c->use_since = now;
     idle = lim_idle_share(c->idle);
     /* its claim, running without a break since claim_from (gate.c), or none */
-    run = LD(&c->light) && LD(&c->claim_until) > now && now > LD(&c->claim_from)
+    run = LD(&c->light) && LD(&c->claim_from) != 0 && LD(&c->claim_until) > now &&
+                  now > LD(&c->claim_from)
               ? now - LD(&c->claim_from) : 0u;
     claim = (struct lim_claim){run, 0u, LD(&c->claim_gap)};
     if (run != 0 && charged > LD(&c->claim_charged))
@@ -206,6 +207,10 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
     if (light && !LD(&c->light)) {
         c->waited_x100 = 0; /* its waits so far were for windows: from now on, for its pace */
         c->light_at = now;
+        /* no claim in this light spell yet (vgpu_claim_runs_on keeps none on before one begins;
+         * the gate begins one only once it reads light) */
+        ST(&c->claim_from, 0u);
+        ST(&c->claim_until, 0u);
     } else if (!light && LD(&c->light) && (held != LIM_HOLD_NONE || run != 0)) {
         /* held back (by its own pace, or a claim that ran on), or past its share while its claim
          * runs (busy): it starts again busy (limiter.h) */
