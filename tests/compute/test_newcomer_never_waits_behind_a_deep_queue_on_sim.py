@@ -124,8 +124,9 @@ def test_a_newcomer_that_idled_first_is_light_no_more_once_its_loop_runs(loop, m
     (~40 ms apart, its pace), and where no tick fell in the first one's 10 ms it stayed light
     until its pace's rule, 0.11-0.23 s in 9 runs of 66 (its period doubled in one such run); a
     claim with no request's credit (one after a long pause) now goes on through its pace's
-    wait: light no more 0.006-0.064 s in, in 84 runs.  And the longest claim its log states stays a claim's length:
-    one kept on before any began (stop 54's H100 run) read as the clock's whole uptime."""
+    wait: light no more 0.006-0.064 s in, in 84 runs.  And the longest claim its log states
+    stays a claim's length: one kept on before any began (stop 54's H100 run) read as the
+    clock's whole uptime."""
     from libvgpu.region import Region, RegionError
 
     def one(i: int) -> dict[str, float]:
