@@ -57,41 +57,50 @@ struct util_period {
     uint32_t pct;
 };
 
-/* The device's charged_ns at time t, from the clock thread's readings of it (one a tick),
- * interpolated between the two around t. */
-static uint64_t charged_at(const struct vgpu_cdev *c, uint64_t t)
+/* The clock thread's readings of a device (chg_*, one a tick), by age: the ring slot of the
+ * one `age` ticks older than the newest. */
+static uint32_t reading(const struct vgpu_cdev *c, uint32_t age)
 {
-    uint32_t n = c->chg_n, i;
-    uint64_t t1 = 0, v1 = 0;
-
-    for (i = 0; i < VGPU_CS_CHARGED && i < n; i++) {
-        uint32_t k = (n - 1u - i) % VGPU_CS_CHARGED;
-        uint64_t t0 = c->chg_t[k], v0 = c->chg_v[k];
-        if (t0 <= t) {
-            if (i == 0 || t1 <= t0 || v1 < v0)
-                return v0;
-            return v0 + (uint64_t)((double)(v1 - v0) * (double)(t - t0) / (double)(t1 - t0));
-        }
-        t1 = t0;
-        v1 = v0;
-    }
-    return v1; /* older than every reading: the oldest */
+    return (c->chg_n - 1u - age) % VGPU_CS_CHARGED;
 }
 
-/* The device's launches by time t, from the same readings: the last one at or before t (the
- * oldest where every one is later). */
+/* The age of the newest reading taken at or before t (the oldest kept where every one is
+ * later); -1 where there is none yet. */
+static int reading_at(const struct vgpu_cdev *c, uint64_t t)
+{
+    uint32_t n = c->chg_n < VGPU_CS_CHARGED ? c->chg_n : VGPU_CS_CHARGED, age = 0;
+
+    if (n == 0)
+        return -1;
+    while (age + 1u < n && c->chg_t[reading(c, age)] > t)
+        age++;
+    return (int)age;
+}
+
+/* The device's charged_ns at time t, interpolated between the two readings around it. */
+static uint64_t charged_at(const struct vgpu_cdev *c, uint64_t t)
+{
+    int age = reading_at(c, t);
+    uint32_t k0, k1;
+
+    if (age < 0)
+        return 0;
+    k0 = reading(c, (uint32_t)age);
+    if (age == 0 || c->chg_t[k0] > t)
+        return c->chg_v[k0];
+    k1 = reading(c, (uint32_t)age - 1u);
+    uint64_t t0 = c->chg_t[k0], v0 = c->chg_v[k0], t1 = c->chg_t[k1], v1 = c->chg_v[k1];
+    if (t1 <= t0 || v1 < v0)
+        return v0;
+    return v0 + (uint64_t)((double)(v1 - v0) * (double)(t - t0) / (double)(t1 - t0));
+}
+
+/* The device's launches by time t: those at the newest reading at or before it. */
 static uint64_t launches_at(const struct vgpu_cdev *c, uint64_t t)
 {
-    uint32_t n = c->chg_n, i;
-    uint64_t l = 0;
+    int age = reading_at(c, t);
 
-    for (i = 0; i < VGPU_CS_CHARGED && i < n; i++) {
-        uint32_t k = (n - 1u - i) % VGPU_CS_CHARGED;
-        l = c->chg_l[k];
-        if (c->chg_t[k] <= t)
-            break;
-    }
-    return l;
+    return age < 0 ? 0 : c->chg_l[reading(c, (uint32_t)age)];
 }
 
 /* The busy feedback's window length at `limit`: `shortest`, or FEEDBACK_WINDOW_KERNELS paces of

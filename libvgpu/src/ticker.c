@@ -185,8 +185,7 @@ static uint32_t follow_use(struct vgpu_cdev *c, const struct vgpu_compute_device
         c->use_since = now;
     idle = lim_idle_share(c->idle);
     /* its claim, running without a break since claim_from (gate.c), or none */
-    run = LD(&c->light) && LD(&c->claim_from) != 0 && LD(&c->claim_until) > now &&
-                  now > LD(&c->claim_from)
+    run = LD(&c->light) && LD(&c->claim_until) > now && now > LD(&c->claim_from)
               ? now - LD(&c->claim_from) : 0u;
     claim = (struct lim_claim){run, 0u, LD(&c->claim_gap)};
     if (run != 0 && charged > LD(&c->claim_charged))
