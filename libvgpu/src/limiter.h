@@ -597,30 +597,29 @@ int lim_may_take_rest(const struct lim_view *v);
  * shorter than LIM_LIGHT_RUN_GAP_NS (a request), else none (the shared pace's own). */
 uint64_t lim_light_tolerance(uint64_t gap_ns, uint32_t limit_pct);
 /* A light container's claim runs while its work does and LIM_LIGHT_CLAIM_JOIN_NS after: a launch
- * that comes sooner continues it (its run, its charge and the pause it began after go on); one
- * that came sooner but then waited in its pace past that end begins a new run (the neighbours
- * had the GPU meanwhile) with the claim's credit (the pause it began after), or, where that
- * credit is none (a claim after a pause of LIM_LIGHT_RUN_GAP_NS or more: a loop starting), goes
- * on with the run through the wait, so that LIM_LIGHT_RUN_MAX_NS holds it back (restarted at
- * each of its kernels, a newcomer of 10-ms kernels paced ~40 ms apart stayed light until its
- * pace's rule, 0.11-0.23 s, in 9 runs of 66 on the simulated GPU; 0.006-0.064 s in 84 since);
- * a later one begins a new claim.  Witnesses keep a claim whose work runs late
- * (vgpu_claim_runs_on): the ticker's watch, from the claim's first launch on (it wakes the
- * ticker: vgpu_ticker_nudge), and a synchronise that waited.  Until stop 53 a launch was judged after its pace's wait: on the
- * simulated GPU the loop below's second kernel, paced ~40 ms after its first one's work, began
- * a claim "0.1-0.3 ms after its previous work" with a request's credit, in 12 runs of 21 (with
- * the wake already).  Until stop 52 a claim ended LIM_LOW_QUEUE_NS after its work's estimated
- * end, late or not: a 30 % newcomer of 16384² matmuls synchronised after each, light because it
- * idled 2 s, whose loop's first kernel was of unknown cost (estimated ~1 ms; it ran 12-27 ms,
- * sliced with its 70 neighbour's queue), began a new claim at each kernel, 0.26-0.48 ms after
- * the last one's work.  No claim ran the 10 ms that holds a loop starting flat out back, and
- * each, after a pause far shorter than LIM_LIGHT_RUN_GAP_NS, passed for a request with
- * LIM_LIGHT_BURST_NS of credit: it ran 3 kernels back to back, paid them back after, and read
- * 18.5-27.2 % of saturated throughput in its first second, ~28 due (H100, eleven runs, median
- * 21.0); joined, 24.0-29.3 (four runs alternated with those), light for one claim of 11-17 ms.
- * A millisecond joins a loop's synchronisation and its next launch (as logged on the H100 with
- * PyTorch: 0.13-0.48 ms) and, by arithmetic rather than a run of this rule, keeps apart the
- * requests of a service pausing ~2 ms (one 1024² matmul each). */
+ * that comes sooner continues it (its run, its charge and the pause it began after go on); one that
+ * came sooner but then waited in its pace past that end begins a new run (the neighbours had the
+ * GPU meanwhile) with the claim's credit (the pause it began after), or, where that credit is none
+ * (a claim after a pause of LIM_LIGHT_RUN_GAP_NS or more: a loop starting), goes on with the run
+ * through the wait, so that LIM_LIGHT_RUN_MAX_NS holds it back (restarted at each of its kernels, a
+ * newcomer of 10-ms kernels paced ~40 ms apart stayed light until its pace's rule, 0.11-0.23 s, in
+ * 9 runs of 66 on the simulated GPU; 0.006-0.064 s in 84 since); a later one begins a new claim.
+ * Witnesses keep a claim whose work runs late (vgpu_claim_runs_on): the ticker's watch, from the
+ * claim's first launch on (it wakes the ticker: vgpu_ticker_nudge), and a synchronise that waited.
+ * Until stop 53 a launch was judged after its pace's wait: on the simulated GPU the loop below's
+ * second kernel, paced ~40 ms after its first one's work, began a claim "0.1-0.3 ms after its
+ * previous work" with a request's credit, in 12 runs of 21 (with the wake already).  Until stop 52
+ * a claim ended LIM_LOW_QUEUE_NS after its work's estimated end, late or not: a 30 % newcomer of
+ * 16384² matmuls synchronised after each, light because it idled 2 s, whose loop's first kernel was
+ * of unknown cost (estimated ~1 ms; it ran 12-27 ms, sliced with its 70 neighbour's queue), began a
+ * new claim at each kernel, 0.26-0.48 ms after the last one's work.  No claim ran the 10 ms that
+ * holds a loop starting flat out back, and each, after a pause far shorter than
+ * LIM_LIGHT_RUN_GAP_NS, passed for a request with LIM_LIGHT_BURST_NS of credit: it ran 3 kernels
+ * back to back, paid them back after, and read 18.5-27.2 % of saturated throughput in its first
+ * second, ~28 due (H100, eleven runs, median 21.0); joined, 24.0-29.3 (four runs alternated with
+ * those), light for one claim of 11-17 ms.  A millisecond joins a loop's synchronisation and its
+ * next launch (as logged on the H100 with PyTorch: 0.13-0.48 ms) and, by arithmetic rather than a
+ * run of this rule, keeps apart the requests of a service pausing ~2 ms (one 1024² matmul each). */
 #define LIM_LIGHT_CLAIM_JOIN_NS     1000000ull
 /* The use after one tick: `charged_ns` charged over `wall_ns`, in hundredths of a percent
  * (wall_ns 0: unchanged). */
