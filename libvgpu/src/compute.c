@@ -317,6 +317,7 @@ void vgpu_compute_enter(struct vgpu_gate *g, uint64_t key, CUstream stream)
     g->provisional_ns = 0;
     g->provisional_pct = 0;
     g->provisional_raw = 0;
+    g->unknown = 0;
     g->claimed = 0;
     ensure_init();
     w = LD(&vgpu_compute_word);

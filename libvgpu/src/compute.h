@@ -41,6 +41,7 @@ struct vgpu_gate {
                               * measurement is read (lim_pacer_settle) */
     uint32_t provisional_pct; /* ... at this limit; 0: nothing to settle */
     uint64_t provisional_raw; /* ... and what it added to charged_ns (the samples as measured) */
+    uint32_t unknown;         /* of unknown cost under a queue bound (gate.c, PROVISIONAL_MAX) */
     uint64_t t0;   /* CLOCK_MONOTONIC before the real launch (sampled launches) */
     int claimed;   /* counted in the device's `claiming` until leave() */
 };

@@ -358,11 +358,14 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
         wait_end(c, &mark);
     }
 
-    /* A paced launch of unknown cost is charged provisionally (settled when its measurement is
-     * read, measure.c): no more than PROVISIONAL_MAX of them in flight, so that a loop that never
-     * synchronises cannot queue the driver's whole queue before the pacer knows the cost; once
-     * one is back, this signature's cost may be known. */
-    if (limit != 0 && !known && LD(&c->provisional) >= PROVISIONAL_MAX && !LD(&c->stalled)) {
+    /* Launches of unknown cost under a queue bound: no more than PROVISIONAL_MAX of them in
+     * flight, so that a loop that never synchronises cannot queue the driver's whole queue before
+     * the bound knows the cost; once one is back, this signature's cost may be known.  A paced
+     * one is charged provisionally (settled when its measurement is read, measure.c).  Under
+     * `hold` too: the bound counts such a launch as HORIZON_UNKNOWN_NS, and a container alone
+     * that began a loop of 10-ms kernels queued 100 of them, a second of work, in its first
+     * 20 ms (sim), then waited 0.8 s for them; whoever came then waited behind that second. */
+    if (bound != 0 && !known && LD(&c->provisional) >= PROVISIONAL_MAX && !LD(&c->stalled)) {
         vgpu_measure_poll_due(c, 0, 1, m); /* short kernels: most are done already */
         if (LD(&c->provisional) >= PROVISIONAL_MAX) {
             uint64_t from = vgpu_compute_now(), mark = wait_begin(c, from);
@@ -508,6 +511,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
     else
         want_sample = known < (int)YOUNG_SAMPLES || sample_due(c) ||
                       LD(&c->submitted) - LD(&c->sampled_at) >= QUEUE_NS / 4u;
+    g->unknown = bound != 0 && !known;
     if (want_sample)
         vgpu_measure_start(c, g, key, stream, m);
     if (nudge)

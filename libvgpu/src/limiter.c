@@ -449,7 +449,8 @@ static uint64_t cost_of_window(const struct lim_cost_entry *e, uint32_t n, uint3
                                uint64_t *raw_ns)
 {
     uint64_t v[LIM_COST_SAMPLES], raw[LIM_COST_SAMPLES];
-    uint32_t i, m = 0, tagged = 0, lo_new = 0, lo_old = 0;
+    uint64_t span = 0;
+    uint32_t i, m = 0, tagged = 0, lo_new = 0, lo_old = 0, rise;
 
     for (i = 0; i < n; i++)
         tagged |= e->mhz[i] != 0;
@@ -460,18 +461,25 @@ static uint64_t cost_of_window(const struct lim_cost_entry *e, uint32_t n, uint3
         raw[m] = e->samples[j];
         v[m++] = lim_scale_cost(e->samples[j], lim_clock_scale_ppm(e->mhz[j], sat_mhz));
     }
+    /* the newest samples that span LIM_COST_RISE_SPAN_NS, LIM_COST_RISE_SAMPLES at least:
+     * `rise` of them (all of them, and more, where the window's do not) */
+    for (i = 0; i < m; i++) {
+        span += v[i];
+        if (i + 1u >= LIM_COST_RISE_SAMPLES && span >= LIM_COST_RISE_SPAN_NS)
+            break;
+    }
+    rise = i + 1u;
     for (i = 1; i < m; i++) {
-        if (i < LIM_COST_RISE_SAMPLES) {
+        if (i < rise) {
             if (v[i] < v[lo_new])
                 lo_new = i;
-        } else if (i == LIM_COST_RISE_SAMPLES || v[i] < v[lo_old]) {
+        } else if (i == rise || v[i] < v[lo_old]) {
             lo_old = i;
         }
     }
-    /* the newest few all rose: the kernel got slower, follow it; else the smallest of all */
-    if (m <= LIM_COST_RISE_SAMPLES ||
-        (v[lo_old] >= LIM_COST_RISE_MIN_NS &&
-         v[lo_old] <= UINT64_MAX / (100u + LIM_COST_RISE_PCT) &&
+    /* the newest all rose: the kernel got slower, follow it; else the smallest of all */
+    if (rise >= m ||
+        (v[lo_old] <= UINT64_MAX / (100u + LIM_COST_RISE_PCT) &&
          v[lo_new] * 100u > v[lo_old] * (100u + LIM_COST_RISE_PCT)) ||
         v[lo_new] <= v[lo_old]) {
         *raw_ns = raw[lo_new];

@@ -314,18 +314,25 @@ int lim_feedback_judges(uint64_t charged_ns, uint64_t window_ns);
 #define LIM_COST_SLOTS   1024u /* power of two */
 #define LIM_COST_SAMPLES 16u   /* the estimate is the smallest of the last this many */
 #define LIM_COST_PROBES  8u
-/* ... unless the last LIM_COST_RISE_SAMPLES all took LIM_COST_RISE_PCT longer than the smallest
- * before them: then it is the smallest of those.  Samples stretched by other work come and go;
- * a clock that dropped (a power-capped GPU loaded more: H200, 32768² bf16 matmuls of 91 ms at
- * 1980 MHz ran at 1552 MHz at a 70 % limit) slows every kernel from then on.  Measured one by
- * one, 100-ms kernels filled the 16-sample window for 2.3 s after such a drop (a limit phase's
- * length), and the estimate kept their time from the higher clock: 77.2 % at 70. */
+/* ... unless the newest samples that span LIM_COST_RISE_SPAN_NS, LIM_COST_RISE_SAMPLES of them at
+ * least, all took LIM_COST_RISE_PCT longer than the smallest before them: then it is the
+ * smallest of those.  Samples stretched by other work come and go; a clock that dropped (a
+ * power-capped GPU loaded more: H200, 32768² bf16 matmuls of 91 ms at 1980 MHz ran at 1552 MHz
+ * at a 70 % limit) slows every kernel from then on.  Measured one by one, 100-ms kernels filled
+ * the 16-sample window for 2.3 s after such a drop (a limit phase's length), and the estimate
+ * kept their time from the higher clock: 77.2 % at 70.
+ * The span: a few kernels in a row are stretched where a neighbour's light claim (~50 ms at
+ * most) and the turns that form after it run beside them.  With the rule on the newest four
+ * alone, a 70 % container's 10-ms kernels read 13.4-15 ms four in a row as a light newcomer
+ * became paced beside it (sim, in ~1 run of 15): its estimate, and with it its longest kernel,
+ * rose by 40 %, and the newcomer, going by its neighbour's longest until it knew its own, took
+ * a 320-ms period where 160 ms was due.  Short kernels need the whole window: their samples
+ * move by more than a clock change with where they fall (one launched into an idle stream
+ * carries launch latency, one queued behind others does not), and the smallest of 16 is their
+ * own time. */
 #define LIM_COST_RISE_SAMPLES 4u
 #define LIM_COST_RISE_PCT     3u
-/* Only for kernels of at least this long: a short kernel's samples move by more than a clock
- * change with where they fall (one launched into an idle stream carries launch latency, one
- * queued behind others does not), and the smallest of 16 is its own time. */
-#define LIM_COST_RISE_MIN_NS  1000000u
+#define LIM_COST_RISE_SPAN_NS 200000000ull
 
 struct lim_cost_entry {
     uint64_t key;     /* 0 = empty; atomically published */
@@ -358,10 +365,11 @@ uint64_t lim_cost_estimate(const struct lim_cost_table *t, uint64_t key, int *kn
 
 /* Adds one measured sample that ran at clock `mhz` (lim_clock_tag; 0 unknown) and re-estimates
  * the key: each sample of the window brought to f_sat (`sat_mhz`, 0 unknown: as measured) with
- * lim_clock_scale_ppm, then the smallest of them, or of the last LIM_COST_RISE_SAMPLES when
- * those all rose; samples of unknown clock count only while none in the window has one (they
- * may come from any clock: before the clock thread's first reading, say).  Returns the number
- * of samples the key now has (saturating). */
+ * lim_clock_scale_ppm, then the smallest of them, or of the newest that span
+ * LIM_COST_RISE_SPAN_NS (LIM_COST_RISE_SAMPLES at least) when those all rose; samples of
+ * unknown clock count only while none in the window has one (they may come from any clock:
+ * before the clock thread's first reading, say).  Returns the number of samples the key now
+ * has (saturating). */
 uint32_t lim_cost_sample(struct lim_cost_table *t, uint64_t key, uint64_t sample_ns, uint32_t mhz,
                          uint32_t sat_mhz);
 

@@ -157,7 +157,7 @@ void vgpu_measure_poll_locked(struct vgpu_cdev *c)
                 }
             }
         }
-        if (p->provisional_pct != 0)
+        if (p->unknown)
             ST(&c->provisional, c->provisional - 1u);
         if (LD(&c->stalled)) /* the GPU made progress (read first: a store per poll dirties the
                               * line the gate reads on every launch) */
@@ -193,7 +193,8 @@ static void claim(struct vgpu_cdev *c, struct vgpu_cpend *p, struct vgpu_gate *g
     p->provisional_ns = g->provisional_ns;
     p->provisional_pct = g->provisional_pct;
     p->provisional_raw = g->provisional_raw;
-    if (p->provisional_pct != 0)
+    p->unknown = g->unknown;
+    if (p->unknown)
         ST(&c->provisional, c->provisional + 1u);
     p->due = LD(&c->horizon);
     p->behind = c->behind;
@@ -240,7 +241,7 @@ void vgpu_measure_start(struct vgpu_cdev *c, struct vgpu_gate *g, uint64_t key, 
             vgpu_cu.cuEventRecord(p->start, stream) == CUDA_SUCCESS) {
             p->chained = 1; /* a full ring: the stream has work ahead */
             /* the launch it moved from stays as charged */
-            if (p->provisional_pct != 0)
+            if (p->unknown)
                 ST(&c->provisional, c->provisional - 1u);
             claim(c, p, g, key, i);
             __atomic_store_n(&p->mark, UINT64_MAX, __ATOMIC_RELEASE);

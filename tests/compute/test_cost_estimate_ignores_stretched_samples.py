@@ -1,8 +1,9 @@
 """Per-signature cost estimates are the smallest of the last LIM_COST_SAMPLES (16) samples:
 samples stretched by other work on the GPU do not move the estimate, even when most of them
 are stretched; a kernel that got cheaper is followed at once, one that got dearer (every one of
-the last LIM_COST_RISE_SAMPLES, 4, took longer than all before them: the GPU clocked down) after
-those 4, for kernels of 1 ms and more."""
+the newest samples took longer than all before them: the GPU clocked down) once those span
+LIM_COST_RISE_SPAN_NS, 200 ms, and are LIM_COST_RISE_SAMPLES, 4, at least; where the window's
+16 span less, after the whole window."""
 
 from __future__ import annotations
 
@@ -27,8 +28,30 @@ RISE = 4
 
 
 def test_dearer_long_kernel_is_followed_after_four_samples(limiter_driver) -> None:
+    # 60-ms kernels: four span 200 ms and more
+    est = estimates(limiter_driver, *([60_000_000] * WINDOW + [90_000_000] * WINDOW))
+    assert est[WINDOW + RISE - 2] == 60_000_000 and est[WINDOW + RISE - 1] == 90_000_000
+
+
+def test_dearer_kernel_is_followed_once_its_samples_span_200_ms(limiter_driver) -> None:
+    # 20-ms kernels that now take 30: seven of them span 210 ms
+    est = estimates(limiter_driver, *([20_000_000] * WINDOW + [30_000_000] * WINDOW))
+    assert est[WINDOW + 5] == 20_000_000 and est[WINDOW + 6] == 30_000_000
+
+
+def test_four_kernels_stretched_in_a_row_beside_a_light_claim_keep_the_smallest(
+        limiter_driver) -> None:
+    # sim: a 70 % container's 10-ms kernels as a light newcomer claimed beside it and then took
+    # turns; four in a row read 13.4-15 ms, and the rule on the newest four alone followed them
+    stretched = [13_441_577, 14_024_000, 15_007_000, 13_972_000]
+    est = estimates(limiter_driver, *([10_000_000] * WINDOW + stretched + [10_000_000] * 4))
+    assert set(est[WINDOW:]) == {10_000_000}
+
+
+def test_dearer_mid_length_kernel_is_followed_after_one_window(limiter_driver) -> None:
+    # 2-ms kernels: the window's 16 span 48 ms, under 200
     est = estimates(limiter_driver, *([2_000_000] * WINDOW + [3_000_000] * WINDOW))
-    assert est[WINDOW + RISE - 2] == 2_000_000 and est[WINDOW + RISE - 1] == 3_000_000
+    assert est[2 * WINDOW - 2] == 2_000_000 and est[-1] == 3_000_000
 
 
 def test_dearer_short_kernel_is_followed_after_one_window(limiter_driver) -> None:
