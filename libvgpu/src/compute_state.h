@@ -51,7 +51,7 @@ struct vgpu_cpend {
     uint64_t provisional_ns;  /* vgpu_gate's: a launch of unknown cost's charge, to settle */
     uint32_t provisional_pct; /* ... at this limit, 0 none */
     uint64_t provisional_raw; /* ... and what it added to charged_ns */
-    uint32_t unknown; /* a launch of unknown cost under a queue bound: counted in `provisional` */
+    uint32_t unknown; /* a launch of unknown cost under a queue bound (in unknown_in_flight) */
 };
 
 /* One CUDA device of the process. */
@@ -149,8 +149,8 @@ struct vgpu_cdev {
     uint32_t claiming;  /* a high one's launches between publishing their claim and adding to
                          * `submitted` (the ticker's early release waits for none) */
     uint64_t min_cpu_ns; /* smallest CPU time of a sampled launch (rises by 1/256 a sample) */
-    uint32_t provisional; /* measurements in the ring of launches of unknown cost under a queue
-                           * bound, paced or not (under `lock`; read without it) */
+    uint32_t unknown_in_flight; /* measurements in the ring of launches of unknown cost under a
+                                 * queue bound, paced or not (under `lock`; read without it) */
     uint32_t stalled;     /* a wait for measured work gave up (gate.c, GPU_WAIT_MAX_NS): none
                            * waits again until a measurement completes (atomic) */
     uint64_t nlaunch;     /* launches of known signatures */

@@ -32,10 +32,11 @@
                                     * measurement costs two cuEventRecord (~1.1 us each on the
                                     * H200), which a launch-bound application pays */
 #define HORIZON_UNKNOWN_NS 1000000ull /* busy horizon of a launch whose cost is not known yet */
-#define PROVISIONAL_MAX 4u         /* paced launches of unknown cost measured and not read yet:
-                                    * one more waits for them (a few: the settlement pays for
-                                    * them, and a workload of changing shapes keeps launching
-                                    * kernels of unknown cost, most of them short) */
+#define PROVISIONAL_MAX 4u         /* launches of unknown cost under a queue bound measured and
+                                    * not read yet: one more waits for them (a few: a paced one's
+                                    * settlement pays for them, and a workload of changing shapes
+                                    * keeps launching kernels of unknown cost, most of them
+                                    * short) */
 #define GPU_WAIT_MAX_NS 1000000000ull /* the longest a launch waits for measured work to finish:
                                     * work that waits for the host (a stream waiting on a value
                                     * this thread writes after its next launch) would never */
@@ -365,11 +366,11 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
      * `hold` too: the bound counts such a launch as HORIZON_UNKNOWN_NS, and a container alone
      * that began a loop of 10-ms kernels queued 100 of them, a second of work, in its first
      * 20 ms (sim), then waited 0.8 s for them; whoever came then waited behind that second. */
-    if (bound != 0 && !known && LD(&c->provisional) >= PROVISIONAL_MAX && !LD(&c->stalled)) {
+    if (bound != 0 && !known && LD(&c->unknown_in_flight) >= PROVISIONAL_MAX && !LD(&c->stalled)) {
         vgpu_measure_poll_due(c, 0, 1, m); /* short kernels: most are done already */
-        if (LD(&c->provisional) >= PROVISIONAL_MAX) {
+        if (LD(&c->unknown_in_flight) >= PROVISIONAL_MAX) {
             uint64_t from = vgpu_compute_now(), mark = wait_begin(c, from);
-            while (LD(&c->provisional) >= PROVISIONAL_MAX && LD(&c->count) > 0 &&
+            while (LD(&c->unknown_in_flight) >= PROVISIONAL_MAX && LD(&c->count) > 0 &&
                    !LD(&c->stalled)) {
                 __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
                 if (!await_measured(c, from, m))

@@ -158,7 +158,7 @@ void vgpu_measure_poll_locked(struct vgpu_cdev *c)
             }
         }
         if (p->unknown)
-            ST(&c->provisional, c->provisional - 1u);
+            ST(&c->unknown_in_flight, c->unknown_in_flight - 1u);
         if (LD(&c->stalled)) /* the GPU made progress (read first: a store per poll dirties the
                               * line the gate reads on every launch) */
             ST(&c->stalled, 0u);
@@ -195,7 +195,7 @@ static void claim(struct vgpu_cdev *c, struct vgpu_cpend *p, struct vgpu_gate *g
     p->provisional_raw = g->provisional_raw;
     p->unknown = g->unknown;
     if (p->unknown)
-        ST(&c->provisional, c->provisional + 1u);
+        ST(&c->unknown_in_flight, c->unknown_in_flight + 1u);
     p->due = LD(&c->horizon);
     p->behind = c->behind;
     ST(&c->sampled_at, LD(&c->submitted));
@@ -242,7 +242,7 @@ void vgpu_measure_start(struct vgpu_cdev *c, struct vgpu_gate *g, uint64_t key, 
             p->chained = 1; /* a full ring: the stream has work ahead */
             /* the launch it moved from stays as charged */
             if (p->unknown)
-                ST(&c->provisional, c->provisional - 1u);
+                ST(&c->unknown_in_flight, c->unknown_in_flight - 1u);
             claim(c, p, g, key, i);
             __atomic_store_n(&p->mark, UINT64_MAX, __ATOMIC_RELEASE);
         }
