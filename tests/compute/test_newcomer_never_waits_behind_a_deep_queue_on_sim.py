@@ -35,6 +35,12 @@ def share(times: list[int], start: int, end: int) -> float:
     return sum(start <= t < end for t in times) * KERNEL_NS / (end - start)
 
 
+def queued_ahead(launched: list[int], t: int) -> int:
+    """The work a loop that never synchronises has queued ahead of the GPU at time t: its kernels
+    launched by then, less what the GPU, busy with them since its first launch, has run."""
+    return sum(x <= t for x in launched) * KERNEL_NS - (t - launched[0])
+
+
 def longest_claim_ms(log: str) -> int:
     """The longest claim its debug log says it ran without a break when it turned light or left
     light.  A claim is held back within ~50 ms (limiter.h, LIM_LIGHT_BURST_NS); until stop 54 one
@@ -78,11 +84,9 @@ def test_a_newcomer_gets_its_share_beside_a_loop_that_never_synchronised(
     # its share once both pace and take turns (seconds 1.0-2.5 of its run); 0.0 without the bound
     got = share(launched["new"], t0 + SECOND, t0 + 5 * SECOND // 2)
     assert got == pytest.approx(0.30, abs=0.08), (got, launched["new"][:20])
-    # what the first one had queued when the newcomer came: its kernels launched by then, less
-    # what the GPU, busy with them since its first launch, had run (~10 s without the bound)
-    a0 = launched["old"][0]
-    queued = sum(t < t0 for t in launched["old"]) * KERNEL_NS - (t0 - a0)
-    assert queued <= 300_000_000, (queued, t0 - a0)
+    # what the first one had queued when the newcomer came (~10 s without the bound)
+    queued = queued_ahead(launched["old"], t0)
+    assert queued <= 300_000_000, (queued, t0 - launched["old"][0])
 
 
 @pytest.mark.slow
@@ -98,9 +102,7 @@ def test_a_loop_alone_queues_no_more_than_the_bound_from_its_first_launch(loop, 
              CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp_path / "region"), LAUNCH_LOOP_SYNC="0",
              LAUNCH_LOOP_TIMES=str(times))
     launched = [int(w) for w in times.read_text().split()]
-    # its work queued ahead of the GPU as each launch returns: what it launched, less what the
-    # GPU, busy with it from its first launch, has run by then
-    queued = max((k + 1) * KERNEL_NS - (t - launched[0]) for k, t in enumerate(launched))
+    queued = max(queued_ahead(launched, t) for t in launched)  # as each launch returned
     assert queued <= 150_000_000, (queued, launched[:30])
 
 
