@@ -662,10 +662,11 @@ NVML_PERIOD_S = 0.2  # the H200's utilisation period (bench_nvml_lag.py): a read
 
 def lagged_window(r: Runner, phase: dict) -> dict:
     """NVML's readings of a phase's seconds: those taken NVML_PERIOD_S later, as they lag.  A
-    cold start's first second read as it came (its first readings the idle GPU before it)
-    under-read its busy time: the batch-8 encoder at 50 from its first launch read 31.4 and
-    40.8 in its first second (H100, stop 55) where the trace, reading later, read 51.2 and 49.9
-    (the section read this way has not run on a GPU yet)."""
+    cold start's first second read as it came under-read its busy time, most likely as its
+    first readings were of the GPU before the start: the batch-8 encoder at 50 from its first
+    launch read 31.4 and 40.8 in its first second (H100, stop 55), its unlimited run low by
+    as much, where the trace, reading later, read 51.2 and 49.9 (the cold section read this
+    way has not run on a GPU yet)."""
     return r.gpu.window(phase["t1"] + NVML_PERIOD_S, phase["t2"] + NVML_PERIOD_S)
 
 
