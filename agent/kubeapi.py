@@ -17,21 +17,7 @@ from typing import Any
 
 from gpuwarden.informer import ClientListWatch
 
-__all__ = ["EventWriter", "KubeApi", "api_client"]
-
-
-def api_client(kubeconfig: str | None = None) -> Any:
-    """An ApiClient from `kubeconfig`, else the pod's service account (in a cluster), else
-    $KUBECONFIG / ~/.kube/config."""
-    from kubernetes import client, config
-
-    if kubeconfig:
-        return config.new_client_from_config(config_file=kubeconfig)
-    try:
-        config.load_incluster_config()
-        return client.ApiClient()
-    except config.ConfigException:
-        return config.new_client_from_config()
+__all__ = ["EventWriter", "KubeApi"]
 
 
 class KubeApi:

@@ -23,8 +23,9 @@ def cluster_mode(node: str | None, kubeconfig: str | None,
     import socket
 
     from agent.cluster import DEFAULT_REGIONS_ROOT, ClusterMode
-    from agent.kubeapi import EventWriter, KubeApi, api_client
+    from agent.kubeapi import EventWriter, KubeApi
     from gpuwarden.informer import Informer
+    from gpuwarden.kubeclient import api_client
 
     name = node or os.environ.get("NODE_NAME") or socket.gethostname()
     api = KubeApi(api_client(kubeconfig))

@@ -75,9 +75,7 @@ def cmd_deviceplugin(args: argparse.Namespace) -> int:
     try:
         cluster = KubeCluster(settings.resource_names, args.kubeconfig)
     except Exception as err:
-        print(f"gpuwarden deviceplugin: cannot reach the Kubernetes API "
-              f"({'--kubeconfig ' + args.kubeconfig if args.kubeconfig else 'in-cluster'}): "
-              f"{err}", file=sys.stderr)
+        print(f"gpuwarden deviceplugin: cannot reach the Kubernetes API: {err}", file=sys.stderr)
         return 2
     podres = (PodResourcesClient(opts.pod_resources_socket, settings.resource_names.gpu)
               if opts.pod_resources_socket else None)

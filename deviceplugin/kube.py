@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from deviceplugin.allocation import ContainerSpec, PodView
 from gpuwarden.informer import ClientListWatch, Informer, stop_all
+from gpuwarden.kubeclient import api_client
 from gpuwarden.resources import ResourceNames
 
 __all__ = ["Cluster", "KubeCluster", "pod_view"]
@@ -82,13 +83,9 @@ class KubeCluster:
     """Cluster over the `kubernetes` client (in-cluster config, or a kubeconfig file)."""
 
     def __init__(self, names: ResourceNames, kubeconfig: str | None = None) -> None:
-        from kubernetes import client, config
+        from kubernetes import client
 
-        if kubeconfig:
-            config.load_kube_config(config_file=kubeconfig)
-        else:
-            config.load_incluster_config()
-        self.core = client.CoreV1Api()
+        self.core = client.CoreV1Api(api_client(kubeconfig))
         self.names = names
         self._informers: dict[str, Informer] = {}
 

@@ -70,9 +70,7 @@ def cmd_draplugin(args: argparse.Namespace) -> int:
     try:
         resources = KubeResources(args.kubeconfig)
     except Exception as err:
-        print(f"gpuwarden draplugin: cannot reach the Kubernetes API "
-              f"({'--kubeconfig ' + args.kubeconfig if args.kubeconfig else 'in-cluster'}): "
-              f"{err}", file=sys.stderr)
+        print(f"gpuwarden draplugin: cannot reach the Kubernetes API: {err}", file=sys.stderr)
         return 2
     driver = DraDriver(settings, opts, inventory, resources)
     try:

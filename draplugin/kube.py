@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from gpuwarden.kubeclient import api_client
+
 __all__ = ["KubeResources", "Resources"]
 
 GROUP, VERSION = "resource.k8s.io", "v1"
@@ -25,14 +27,9 @@ class Resources(Protocol):
 
 class KubeResources:
     def __init__(self, kubeconfig: str | None = None) -> None:
-        from kubernetes import client, config
+        from kubernetes import client
 
-        if kubeconfig:
-            api = config.new_client_from_config(config_file=kubeconfig)
-        else:
-            config.load_incluster_config()
-            api = client.ApiClient()
-        self.objects = client.CustomObjectsApi(api)
+        self.objects = client.CustomObjectsApi(api_client(kubeconfig))
 
     @staticmethod
     def _missing(err: Exception) -> bool:

@@ -104,7 +104,11 @@ def cmd_extender(args: argparse.Namespace) -> int:
     def log(event: dict[str, Any]) -> None:
         print(json.dumps(event), file=sys.stderr, flush=True)
 
-    ext = Extender(KubeClusterApi(args.kubeconfig), loaded.policy, settings, log=log).start()
+    try:
+        api = KubeClusterApi(args.kubeconfig)
+    except Exception as err:
+        return _fail(2, f"cannot reach the Kubernetes API: {err}")
+    ext = Extender(api, loaded.policy, settings, log=log).start()
     try:
         srv = JsonServer((args.address, args.port), {"/filter": ext.filter,
                                                       "/prioritize": ext.prioritize,

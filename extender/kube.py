@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from gpuwarden.informer import ClientListWatch, ListWatch
+from gpuwarden.kubeclient import api_client
 
 __all__ = ["ApiError", "ClusterApi", "Conflict", "KubeClusterApi"]
 
@@ -60,14 +61,9 @@ class KubeClusterApi:
     """`ClusterApi` over the official kubernetes client (kubeconfig or in-cluster config)."""
 
     def __init__(self, kubeconfig: str | None = None) -> None:
-        from kubernetes import client, config
+        from kubernetes import client
 
-        if kubeconfig:
-            api = config.new_client_from_config(config_file=kubeconfig)
-        else:
-            config.load_incluster_config()
-            api = client.ApiClient()
-        self.api = api
+        self.api = api = api_client(kubeconfig)
         self.core = client.CoreV1Api(api)
 
     def node_watch(self) -> ListWatch:

@@ -112,8 +112,9 @@ def pending_pod(api: client.ApiClient, namespace: str, name: str) -> Any:
 
 def test_the_node_account_runs_the_agents_watch_and_events_and_the_plugins_annotations(
         installed, k8s_cluster, k8s_api, k8s_namespace, fake_node, tmp_path):
-    from agent.kubeapi import KubeApi, api_client
+    from agent.kubeapi import KubeApi
     from deviceplugin.kube import KubeCluster
+    from gpuwarden.kubeclient import api_client
     from gpuwarden.resources import ResourceNames
 
     kc = token_kubeconfig(k8s_cluster, k8s_api, "gpuwarden-node", tmp_path)
@@ -161,8 +162,8 @@ def test_the_node_account_runs_the_agents_watch_and_events_and_the_plugins_annot
 
 def test_the_extender_account_watches_reserves_annotates_and_binds(
         installed, k8s_cluster, k8s_api, k8s_namespace, fake_node, tmp_path):
-    from agent.kubeapi import api_client
     from extender.kube import KubeClusterApi
+    from gpuwarden.kubeclient import api_client
 
     kc = token_kubeconfig(k8s_cluster, k8s_api, "gpuwarden-extender", tmp_path)
     ext = KubeClusterApi(str(kc))
@@ -189,7 +190,7 @@ def test_the_extender_account_watches_reserves_annotates_and_binds(
 
 def test_the_scheduler_account_schedules_and_holds_its_lease(
         installed, k8s_cluster, k8s_api, tmp_path):
-    from agent.kubeapi import api_client
+    from gpuwarden.kubeclient import api_client
 
     sched = api_client(str(token_kubeconfig(k8s_cluster, k8s_api, "gpuwarden-scheduler",
                                             tmp_path)))
