@@ -198,6 +198,19 @@ def worker(args: argparse.Namespace) -> int:
 # ---- driver -----------------------------------------------------------------------------------
 
 
+def container_env(shim: str, tmp: Path, n: int, **extra: str) -> dict[str, str]:
+    """The environment of the `n`th container a run starts: this process's, less any compute
+    setting it had, with `shim` preloaded, the run's node region under `tmp` and a region of its
+    own, then `extra` (the container's settings)."""
+    env = dict(os.environ)
+    for k in ("CUDA_DEVICE_SM_LIMIT", "GPU_CORE_UTILIZATION_POLICY", "CUDA_TASK_PRIORITY"):
+        env.pop(k, None)
+    env.update(LD_PRELOAD=shim, GPUWARDEN_NODE_REGION=str(tmp / "node.region"),
+               CUDA_DEVICE_MEMORY_SHARED_CACHE=str(tmp / f"c{n}.region"))
+    env.update(extra)
+    return env
+
+
 class Runner:
     def __init__(self, tmp: Path, gpu: Gpu, phase_s: float, warm_s: float) -> None:
         from libvgpu.paths import shim_path
@@ -211,16 +224,7 @@ class Runner:
 
     def env(self, **extra: str) -> dict[str, str]:
         self.count += 1
-        env = dict(os.environ)
-        for k in ("CUDA_DEVICE_SM_LIMIT", "GPU_CORE_UTILIZATION_POLICY", "CUDA_TASK_PRIORITY"):
-            env.pop(k, None)
-        env.update(
-            LD_PRELOAD=self.shim,
-            GPUWARDEN_NODE_REGION=str(self.tmp / "node.region"),
-            CUDA_DEVICE_MEMORY_SHARED_CACHE=str(self.tmp / f"c{self.count}.region"),
-        )
-        env.update(extra)
-        return env
+        return container_env(self.shim, self.tmp, self.count, **extra)
 
     def start(
         self, size: int, phases: str, graph: int = 0, start_at: float = 0.0, **extra: str

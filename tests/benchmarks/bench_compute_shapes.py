@@ -45,7 +45,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
-from bench_compute import Gpu, _gpu_name  # noqa: E402
+from bench_compute import Gpu, _gpu_name, container_env  # noqa: E402
 
 if TYPE_CHECKING:
     from libvgpu.region import Region
@@ -409,16 +409,7 @@ class Runner:
 
     def container(self, **extra: str) -> dict[str, str]:
         self.count += 1
-        env = dict(os.environ)
-        for k in ("CUDA_DEVICE_SM_LIMIT", "GPU_CORE_UTILIZATION_POLICY", "CUDA_TASK_PRIORITY"):
-            env.pop(k, None)
-        env.update(
-            LD_PRELOAD=self.shim,
-            GPUWARDEN_NODE_REGION=str(self.tmp / "node.region"),
-            CUDA_DEVICE_MEMORY_SHARED_CACHE=str(self.tmp / f"c{self.count}.region"),
-        )
-        env.update(extra)
-        return env
+        return container_env(self.shim, self.tmp, self.count, **extra)
 
     def start(self, shape: Shape, phases: str, env: dict[str, str], start_at: float,
               cold: bool = False, warm_s: float | None = None, timeline: bool = False,
