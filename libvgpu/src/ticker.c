@@ -30,6 +30,12 @@
 
 _Static_assert(VGPU_MAX_DEVICES <= 16u, "split_devs holds two bits per device entry");
 
+/* A log line's time: CLOCK_MONOTONIC, the clock every process on the node reads (a benchmark
+ * lines the turns' changes up with its own timeline by it). */
+#define STAMP_FMT " [monotonic %llu.%03llu s]"
+#define STAMP_ARGS(ns) (unsigned long long)((ns) / 1000000000ull), \
+                       (unsigned long long)((ns) / 1000000ull % 1000ull)
+
 /* The period class this process's longest recent kernels ask for at `limit` (its neighbours'
  * while it knows none of its own: lim_period_longest): in its part of the container's window
  * where the window is split (lim_split_wait). */
@@ -454,12 +460,13 @@ void vgpu_tick(uint64_t now)
         if (r.limit_pct != LD(&c->limit) || r.yield != LD(&c->yield) ||
             r.share_pct != LD(&c->share))
             vgpu_log(VGPU_LOG_INFO, "compute: device %d: %s, others active: %u high %u low %u "
-                     "light (%u present, %u paced at %u %%)%s -> %s%u%% (share %u %%%s)%s", d,
+                     "light (%u present, %u paced at %u %%)%s -> %s%u%% (share %u %%%s)%s"
+                     STAMP_FMT, d,
                      v.node_known ? "node region" : "no node region", census.high, census.low,
                      census.light, census.present, v.others_paced, v.others_paced_pct,
                      v.light ? ", light" : "", r.limit_pct ? "paced to " : "not paced ",
                      r.limit_pct, r.share_pct, r.rest ? ": what the others' leave" : "",
-                     r.yield ? ", yielding" : "");
+                     r.yield ? ", yielding" : "", STAMP_ARGS(now));
         ST(&c->limit, r.limit_pct);
         ST(&c->share, r.share_pct);
         ST(&c->capped, r.capped);
@@ -505,15 +512,16 @@ void vgpu_tick(uint64_t now)
             if (turn != LD(&c->turn)) { /* which period its kernels set, for a debug log */
                 struct lim_turn t = vgpu_turn_unpack(turn);
                 if (t.len_ns == 0)
-                    vgpu_log(VGPU_LOG_DEBUG, "compute: device %d: no turns", d);
+                    vgpu_log(VGPU_LOG_DEBUG, "compute: device %d: no turns" STAMP_FMT, d,
+                             STAMP_ARGS(now));
                 else
                     vgpu_log(VGPU_LOG_DEBUG, "compute: device %d: turns: window %u ms at %u ms "
-                             "of %u ms (longest kernel %llu us%s)", d, t.len_ns / 1000000u,
-                             t.off_ns / 1000000u, t.period_ns / 1000000u,
+                             "of %u ms (longest kernel %llu us%s)" STAMP_FMT, d,
+                             t.len_ns / 1000000u, t.off_ns / 1000000u, t.period_ns / 1000000u,
                              (unsigned long long)(lim_period_longest(LD(&c->period_longest),
                                                                      LD(&c->others_longest)) /
                                                   1000u),
-                             LD(&c->period_longest) ? "" : ", its neighbours'");
+                             LD(&c->period_longest) ? "" : ", its neighbours'", STAMP_ARGS(now));
             }
             ST(&c->turn, turn);
         }

@@ -29,6 +29,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import signal
 import statistics
 import subprocess
@@ -394,6 +395,24 @@ def probe(args: argparse.Namespace) -> int:
 
 
 LIGHT_VERDICTS_KEPT = 12  # the run's first light verdicts (the shim's log), in each phase's record
+STAMPED_LOG_KEPT = 200  # the first turn and pace lines (stamped: stamped_since reads them by time)
+STAMP = re.compile(r" \[monotonic (\d+\.\d+) s\]$")
+
+
+def stamped_since(lines: list[str], t0: float, until_s: float) -> list[str]:
+    """The log lines stamped (the shim's " [monotonic T s]", the clock time.monotonic reads) no
+    later than `until_s` after `t0`, each with its time since `t0` in front of it instead:
+    "+0.123 s: turns: ...".  Unstamped lines (an older library) are kept as they are."""
+    out = []
+    for line in lines:
+        m = STAMP.search(line)
+        if m is None:
+            out.append(line)
+            continue
+        since = float(m.group(1)) - t0
+        if since <= until_s:
+            out.append(f"{since:+.3f} s: {line[:m.start()]}")
+    return out
 
 
 class Runner:
@@ -444,6 +463,7 @@ class Runner:
         turns: list[str] = []  # its turn windows as they changed (LIBCUDA_LOG_LEVEL=4), in order
         claims: list[str] = []  # its light claims as they began (LIBCUDA_LOG_LEVEL=4), in order
         feedback: list[str] = []  # its busy feedback's windows (LIBCUDA_LOG_LEVEL=4), in order
+        paces: list[str] = []  # its pacing decisions as they changed (LIBCUDA_LOG_LEVEL=3)
         for p in procs:
             p.wait(timeout=300)
             p.out_file.seek(0)
@@ -464,6 +484,8 @@ class Runner:
                        if "compute: a light claim" in x]
             feedback += [x.split(": ", 2)[2] for x in err.splitlines()
                          if "compute: device" in x and "busy feedback" in x]
+            paces += [x.split(": ", 2)[2] for x in err.splitlines()
+                      if "compute: device" in x and "others active" in x]
         res = []
         for phases in zip(*per, strict=True):
             r = dict(phases[0])
@@ -471,7 +493,8 @@ class Runner:
                 r["windows"] = [x["windows"] for x in phases]
             r["found_light"] = light
             r["light_verdicts"] = verdicts[:LIGHT_VERDICTS_KEPT]
-            r["turn_log"] = turns[:LIGHT_VERDICTS_KEPT]
+            r["turn_log"] = turns[:STAMPED_LOG_KEPT]
+            r["pace_log"] = paces[:STAMPED_LOG_KEPT]
             r["claim_log"] = claims[:LIGHT_VERDICTS_KEPT]
             r["feedback_log"] = feedback[:LIGHT_VERDICTS_KEPT]
             r["steps_per_s"] = sum(x["steps_per_s"] for x in phases)
@@ -1108,8 +1131,11 @@ def bench_newcomer(r: Runner, shapes: tuple[Shape, ...] = NEWCOMER, rounds: int 
                                 "waited_pct": round(paired.get("waited_pct", 0.0), 1)},
                "found_light": [ra[-1].get("found_light"), rb[-1].get("found_light")],
                "newcomer_log": {"light": rb[-1].get("light_verdicts", []),
-                                "turns": rb[-1].get("turn_log", []),
+                                # its first second's changes, timed from its first step
+                                "turns": stamped_since(rb[-1].get("turn_log", []), t0, 1.0),
+                                "paces": stamped_since(rb[-1].get("pace_log", []), t0, 1.0),
                                 "claims": rb[-1].get("claim_log", [])},
+               "first_paces": stamped_since(ra[-1].get("pace_log", []), t0, 1.0),
                "newcomer_paired": {"charged_pct": round(rb[-1].get("charged_pct", 0.0), 1),
                                    "waited_pct": round(rb[-1].get("waited_pct", 0.0), 1),
                                    "step_p50_ms": rb[-1].get("step_p50_ms")},

@@ -13,12 +13,16 @@ where it runs kernels in launch order.  With the bound it gets its share within 
 from __future__ import annotations
 
 import re
+import sys
 import time
 from pathlib import Path
 
 import pytest
 from rounds import each_run, judged_runs, medians
 from testbed import wait_for
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import bench_compute_shapes as bench
 
 KERNEL_NS = 10_000_000  # grid 10000 on the simulated GPU: a 10-ms kernel
 SECOND = 1_000_000_000
@@ -158,6 +162,7 @@ def test_a_newcomer_that_idled_first_is_light_no_more_once_its_loop_runs(loop, m
     def one(i: int) -> dict[str, float]:
         run, gpu = loop.fresh(str(i)), make_sim_gpu().env
         regions = {name: tmp_path / f"{name}-{i}.region" for name in ("old", "new")}
+        began = time.monotonic()
         old = run.start(gpu, "kernel", 10000, 5.0, CUDA_DEVICE_SM_LIMIT="70",
                         CUDA_DEVICE_MEMORY_SHARED_CACHE=str(regions["old"]), LAUNCH_LOOP_SYNC="0")
         new = run.start(gpu, "kernel", 10000, 2.0, CUDA_DEVICE_SM_LIMIT="30",
@@ -175,6 +180,7 @@ def test_a_newcomer_that_idled_first_is_light_no_more_once_its_loop_runs(loop, m
             time.sleep(0.005)
         got = run.result(new)
         run.result(old)
+        ended = time.monotonic()
         start = next(t for t, launches, _ in seen if launches >= 2)  # its loop's first launch
         assert any(light for t, _, light in seen if t < start), "not found light while it idled"
         leave = next((t for t, _, light in seen if t >= start and not light), None)
@@ -189,7 +195,12 @@ def test_a_newcomer_that_idled_first_is_light_no_more_once_its_loop_runs(loop, m
         before = log.split("no longer light", 1)[0]
         credited = re.findall(r"a light claim begins \d+ us after its previous work: ([1-9]\d*) us",
                               before)
+        # each turn line is stamped with the node's clock (the benchmark times them by it)
+        stamps = [bench.STAMP.search(x) for x in log.splitlines()
+                  if re.search(r"compute: device \d+: (no turns|turns:)", x)]
+        misstamped = sum(m is None or not began <= float(m.group(1)) <= ended for m in stamps)
         return {"leave_s": 99.0 if leave is None else leave - start,
+                "misstamped_turn_lines": float(misstamped), "turn_lines": float(len(stamps)),
                 "credited_claims": float(len(credited)),
                 "first_share": float(got["first_share"]),
                 "longest_period_ms": max(periods, default=0),
@@ -198,6 +209,8 @@ def test_a_newcomer_that_idled_first_is_light_no_more_once_its_loop_runs(loop, m
 
     runs = judged_runs(loop, one)
     assert max(r["leave_s"] for r in runs) <= 0.12, each_run(runs)  # every run
+    assert min(r["turn_lines"] for r in runs) > 0, each_run(runs)
+    assert max(r["misstamped_turn_lines"] for r in runs) == 0, each_run(runs)
     assert max(r["credited_claims"] for r in runs) == 0, each_run(runs)
     assert max(r["longest_period_ms"] for r in runs) <= 160, each_run(runs)
     assert max(r["longest_claim_ms"] for r in runs) <= 200, each_run(runs)

@@ -56,3 +56,13 @@ def test_a_slice_no_two_samples_bound_says_nothing_of_the_gate() -> None:
     (only,) = bench.timeline_slices([], [(0.05, 0, 0, 0, 0, 1.0, 30)], 0.0, 0.1, 1)
     assert only["steps"] == 0 and only["step_ms"] is None
     assert only["charged_pct"] is None and only["waited_pct"] is None
+
+
+def test_stamped_log_lines_are_timed_from_the_first_step_and_cut_after_it() -> None:
+    lines = ["device 0: turns: window 48 ms at 112 ms of 160 ms (longest kernel 0 us, its "
+             "neighbours') [monotonic 1000.400 s]",
+             "device 0: no turns [monotonic 1001.900 s]",  # past the second after t0: left out
+             "device 0: turns: window 12 ms at 28 ms of 40 ms"]  # an older library: as it is
+    assert bench.stamped_since(lines, 1000.5, 1.0) == [
+        "-0.100 s: device 0: turns: window 48 ms at 112 ms of 160 ms (longest kernel 0 us, its "
+        "neighbours')", "device 0: turns: window 12 ms at 28 ms of 40 ms"]
