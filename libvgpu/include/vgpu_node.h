@@ -55,17 +55,21 @@ struct vgpu_node_slot {
 
 /* slot.turn: bits 0-7 the share (percent) the owner is paced to, bits 8-15 the turn period class
  * it asks for (limiter.h, lim_turn_class), bits 16-31 its own longest kernel once known, in
- * units of VGPU_NODE_TURN_LONGEST_UNIT_NS rounded up (0: none known yet; saturates at 0xffff,
- * ~4.3 s): what a neighbour whose own kernels are not known yet asks its class for
- * (lim_period_longest).  A function, not a macro: its longest kernel is an atomic load, read
- * once. */
+ * units of VGPU_NODE_TURN_LONGEST_UNIT_NS, the nearest (at least 1: 0 is none known yet;
+ * saturates at 0xffff, ~4.3 s): what a neighbour whose own kernels are not known yet asks its
+ * class for (lim_period_longest).  The nearest, not rounded up: kernels on a class's line ask
+ * for the class their owner does (sim, 12.000-ms kernels at 30 %, on the 160-ms line: their
+ * owner asked 160, its newcomer, going by the 12.058 ms rounded up, 320).  A function, not a
+ * macro: its longest kernel is an atomic load, read once. */
 #define VGPU_NODE_TURN_LONGEST_UNIT_NS 65536ull
 static inline uint32_t vgpu_node_turn(uint32_t pct, uint32_t cls, uint64_t longest_ns)
 {
     uint64_t units = longest_ns >= 0xffffull * VGPU_NODE_TURN_LONGEST_UNIT_NS
                          ? 0xffffu
-                         : (longest_ns + VGPU_NODE_TURN_LONGEST_UNIT_NS - 1u) /
+                         : (longest_ns + VGPU_NODE_TURN_LONGEST_UNIT_NS / 2u) /
                                VGPU_NODE_TURN_LONGEST_UNIT_NS;
+    if (units == 0 && longest_ns != 0)
+        units = 1;
     return (pct & 0xffu) | (cls & 0xffu) << 8 | (uint32_t)units << 16;
 }
 #define VGPU_NODE_TURN_PCT(turn)  ((turn) & 0xffu)

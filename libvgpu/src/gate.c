@@ -428,6 +428,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
             publish_busy(c, UINT64_MAX); /* it has work: no sibling runs work into its part */
             for (uint64_t t = now; t < until && LD(&c->limit) != 0 && !LD(&c->yield);
                  t = vgpu_compute_now()) {
+                __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
                 gate_wait_until(until - t > SLEEP_CHUNK_NS ? t + SLEEP_CHUNK_NS : until);
                 credit_wait(c, &mark);
             }

@@ -252,3 +252,49 @@ def test_a_loop_of_kernels_shorter_than_a_tick_keeps_one_claim_from_its_first_la
     runs = judged_runs(loop, one)
     assert max(r["credited_claims"] for r in runs) == 0, each_run(runs)
     assert max(r["longest_claim_ms"] for r in runs) <= 200, each_run(runs)
+
+
+@pytest.mark.slow
+def test_a_newcomer_beside_kernels_on_a_class_line_keeps_one_period_from_its_first_launch(
+        loop, make_sim_gpu, tmp_path) -> None:
+    """A 30 % newcomer (idle 2 s first, then 12-ms kernels synchronised after each) beside a 70 %
+    loop of the same: 12.000 ms at 30 % sits on the 160-ms class line (4 kernels in a 48-ms
+    window).  Two faults doubled its period or broke its turns in its first second (alternated
+    runs of 8, before / after: period 320 ms in 8 / 0, turns dissolved and formed again, with
+    their period restarting from its first class, in 4 / 0; first second 0.235-0.312 / 0.263-0.286
+    of the GPU):
+    - it went by its neighbour's longest kernel as the node region tells it, rounded up to 64 µs
+      (12.058 ms: 320 ms), where its neighbour asked 160 ms for the same kernels; the region now
+      holds the nearest (vgpu_node.h, vgpu_node_turn);
+    - a launch waiting in its pace did not count as activity (the other waits of the gate did),
+      so the newcomer, held ~50 ms, read as idle on the node, its neighbour stopped pacing for a
+      tick and the turns broke.
+    Every run: its own turn lines in its first second never ask for more than 160 ms and never
+    say "no turns"; its first second's share judged by the median (where its windows fall moves
+    it by a few points)."""
+    def one(i: int) -> dict[str, float]:
+        run, gpu = loop.fresh(f"line{i}"), make_sim_gpu().env
+        regions = {name: tmp_path / f"{name}-line{i}.region" for name in ("old", "new")}
+        times = tmp_path / f"new-line{i}.times"
+        old = run.start(gpu, "kernel", 12000, 4.5, CUDA_DEVICE_SM_LIMIT="70",
+                        CUDA_DEVICE_MEMORY_SHARED_CACHE=str(regions["old"]), LAUNCH_LOOP_SYNC="0")
+        new = run.start(gpu, "kernel", 12000, 2.0, CUDA_DEVICE_SM_LIMIT="30",
+                        CUDA_DEVICE_MEMORY_SHARED_CACHE=str(regions["new"]), LAUNCH_LOOP_SYNC="1",
+                        LAUNCH_LOOP_DELAY_US="2000000", LIBCUDA_LOG_LEVEL="4",
+                        LAUNCH_LOOP_TIMES=str(times))
+        got = run.result(new)
+        run.result(old)
+        launched = [int(w) for w in times.read_text().split()]
+        t0 = launched[1] / 1e9  # its loop's first launch (the first loaded its kernel)
+        turns = [x.split(": ", 2)[2] for x in str(got["stderr"]).splitlines()
+                 if re.search(r"compute: device \d+: (no turns|turns:)", x)]
+        first = [x for x in bench.stamped_since(turns, t0, 1.0) if not x.startswith("-")]
+        periods = [int(p) for p in re.findall(r"of (\d+) ms", "\n".join(first))]
+        return {"first_share": float(got["first_share"]),
+                "longest_period_ms": max(periods, default=0),
+                "broken_turns": float(sum("no turns" in x for x in first))}
+
+    runs = judged_runs(loop, one)
+    assert max(r["longest_period_ms"] for r in runs) <= 160, each_run(runs)
+    assert max(r["broken_turns"] for r in runs) == 0, each_run(runs)
+    assert medians(runs)["first_share"] >= 0.26, each_run(runs)
