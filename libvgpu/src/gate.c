@@ -119,6 +119,15 @@ static int sample_due(struct vgpu_cdev *c)
 
 static _Thread_local struct vgpu_cdev *t_marks; /* the device whose wait_mark this thread keeps */
 
+/* Each step of a wait in the gate (for its turn, its pace, a claim, its queue bound, measured
+ * work) counts as activity, as a launch does: the ticker publishes the process as active on its
+ * GPU (node slot), and a newcomer held ~50 ms in its pace, read as idle, broke its turns (sim,
+ * stop 56). */
+static inline void touch_waiting(void)
+{
+    __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
+}
+
 /* Starts counting a wait at `now` (its mark for credit_wait).  The first thread to wait on the
  * device also publishes its mark as the device's wait in progress, which the ticker counts up to
  * its tick (ticker.c, follow_use): a wait step's time reaches waited_ns only at the step's end
@@ -232,7 +241,7 @@ static uint64_t wait_turn(struct vgpu_cdev *c, uint64_t cost, uint64_t from)
             mark = wait_begin(c, vgpu_compute_now());
             publish_busy(c, UINT64_MAX); /* its part is wanted: no sibling runs work into it */
         }
-        __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
+        touch_waiting();
         gate_wait_until(now + (w > SLEEP_CHUNK_NS ? SLEEP_CHUNK_NS : w));
         credit_wait(c, &mark);
         now = vgpu_compute_now();
@@ -319,7 +328,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
         if (vgpu_cs.proc != NULL)
             ST(&vgpu_cs.proc->compute.yielding, 1u);
         do {
-            __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
+            touch_waiting();
             vgpu_cs_sleep_until(wait); /* a claim's end, or the short queue's */
             credit_wait(c, &mark);
             wait = must_wait(c, vgpu_compute_now(), queued);
@@ -372,7 +381,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
             uint64_t from = vgpu_compute_now(), mark = wait_begin(c, from);
             while (LD(&c->unknown_in_flight) >= PROVISIONAL_MAX && LD(&c->count) > 0 &&
                    !LD(&c->stalled)) {
-                __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
+                touch_waiting();
                 if (!await_measured(c, from, m))
                     break;
                 credit_wait(c, &mark);
@@ -428,7 +437,7 @@ void vgpu_gate_pass(struct vgpu_gate *g, uint64_t key, CUstream stream, CUdevice
             publish_busy(c, UINT64_MAX); /* it has work: no sibling runs work into its part */
             for (uint64_t t = now; t < until && LD(&c->limit) != 0 && !LD(&c->yield);
                  t = vgpu_compute_now()) {
-                __atomic_fetch_or(&vgpu_compute_word, VGPU_COMPUTE_TOUCHED, __ATOMIC_RELAXED);
+                touch_waiting();
                 gate_wait_until(until - t > SLEEP_CHUNK_NS ? t + SLEEP_CHUNK_NS : until);
                 credit_wait(c, &mark);
             }
